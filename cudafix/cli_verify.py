@@ -1,0 +1,3 @@
+"""Commands of this area; see cudafix/cli.py."""
+
+COMMANDS: list = []

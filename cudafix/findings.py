@@ -1,0 +1,120 @@
+"""Rule results: verdicts, findings, and the Rule record the registry holds."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from cudafix.fixes import Fix
+from cudafix.snapshot import Snapshot
+
+OK = "ok"
+PROBLEM = "problem"
+UNKNOWN = "unknown"
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (ERROR, WARNING, INFO)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One verdict of one rule about one subject (a GPU, a library, a variable...)."""
+
+    verdict: str  # OK | PROBLEM | UNKNOWN
+    message: str  # one line, exact, no trailing period needed
+    evidence: Tuple[str, ...] = ()  # sentences that state the rule applied and the facts used
+    fix: Optional[Fix] = None
+    severity: Optional[str] = None  # overrides the rule's default severity for this outcome
+    subject: str = ""  # what it is about ("GPU0", "libnvJitLink.so.13", "CUDA_HOME")
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """A PROBLEM outcome, rendered for users (report, JSON, hook warnings)."""
+
+    rule: str
+    severity: str
+    message: str
+    evidence: Tuple[str, ...] = ()
+    fix: Optional[Fix] = None
+    subject: str = ""
+
+    @property
+    def auto(self) -> bool:
+        return bool(self.fix and self.fix.auto)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "evidence": list(self.evidence),
+            "fix": self.fix.to_dict() if self.fix else None,
+            "auto": self.auto,
+            "subject": self.subject,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Finding":
+        return cls(
+            rule=d["rule"],
+            severity=d["severity"],
+            message=d["message"],
+            evidence=tuple(d.get("evidence", ())),
+            fix=Fix.from_dict(d["fix"]) if d.get("fix") else None,
+            subject=d.get("subject", ""),
+        )
+
+
+Check = Callable[[Snapshot], Iterable[Outcome]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    id: str  # stable kebab-case, a public contract
+    severity: str  # default severity of its problems
+    title: str  # one line: what it detects
+    check: Check
+    auto: bool = False  # whether its fix is applied automatically (documented in docs/rules.md)
+    # `cudafix explain` material:
+    cause: str = ""
+    symptoms: Tuple[str, ...] = ()  # exact error texts users see
+    evidence_used: str = ""
+    fix_text: str = ""
+    sources: Tuple[str, ...] = ()
+
+
+@dataclasses.dataclass
+class RuleRun:
+    """All outcomes of one rule on one snapshot."""
+
+    rule: Rule
+    outcomes: List[Outcome]
+    error: Optional[str] = None  # the rule itself crashed: reported as unknown, never raised
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return UNKNOWN
+        verdicts = {o.verdict for o in self.outcomes}
+        if PROBLEM in verdicts:
+            return PROBLEM
+        if UNKNOWN in verdicts:
+            return UNKNOWN
+        return OK
+
+    def findings(self) -> List[Finding]:
+        return [
+            Finding(
+                rule=self.rule.id,
+                severity=o.severity or self.rule.severity,
+                message=o.message,
+                evidence=o.evidence,
+                fix=o.fix,
+                subject=o.subject,
+            )
+            for o in self.outcomes
+            if o.verdict == PROBLEM
+        ]

@@ -1,0 +1,3 @@
+"""Driver rules (placeholder; the rule-catalogue work fills this in)."""
+
+RULES: tuple = ()

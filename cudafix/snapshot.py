@@ -1,0 +1,317 @@
+"""The Snapshot: everything cudafix knows about one machine + one Python environment.
+
+Plain data only.  Probes (cudafix.probes) fill it, rules (cudafix.rules) read it, and it
+round-trips through JSON (`cudafix snapshot` / `--from FILE`) so every rule can be tested on
+states recorded on real machines.
+
+Conventions shared by every section:
+- ``found_via``: how a value was found (a path, an API name, an env var), keyed by field name.
+- ``unknown``: why a value could not be determined, keyed by field name.  ``unknown`` is a
+  first-class answer: a rule that needs an unknown value answers "unknown", never "ok".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import typing
+from typing import Any, Dict, List, Optional
+
+SCHEMA = "cudafix.snapshot/1"
+
+
+def _field_dict() -> Dict[str, str]:
+    return {}
+
+
+@dataclasses.dataclass
+class DriverInfo:
+    """The NVIDIA driver: kernel module, user-space libcuda, and the CUDA version it supports."""
+
+    kernel_version: Optional[str] = None  # "580.95.05", from /sys/module/nvidia/version
+    libcuda_path: Optional[str] = None  # the libcuda.so.1 the loader picks (realpath)
+    libcuda_version: Optional[str] = None  # "580.95.05", from the file name libcuda.so.<ver>
+    cuda_version: Optional[int] = None  # cuDriverGetVersion without cuInit: 13000 = CUDA 13.0
+    nvml_version: Optional[str] = None  # libnvidia-ml.so.<ver>, when found
+    compat_libcuda: List[str] = dataclasses.field(default_factory=list)  # cuda-compat copies on the loader path
+    wsl: bool = False
+    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
+class GPU:
+    index: int  # nvidia-smi index (PCI bus order)
+    name: str
+    compute_capability: Optional[str] = None  # "9.0"
+    memory_mib: Optional[int] = None
+    uuid: Optional[str] = None
+    pci_bus_id: Optional[str] = None
+    mig_mode: Optional[bool] = None
+    found_via: str = ""
+
+
+@dataclasses.dataclass
+class GPUInfo:
+    gpus: List[GPU] = dataclasses.field(default_factory=list)
+    # Indices (into ``gpus``) CUDA will enumerate, in CUDA order, given CUDA_VISIBLE_DEVICES /
+    # CUDA_DEVICE_ORDER; None when it cannot be decided.
+    visible: Optional[List[int]] = None
+    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
+class ArchCoverage:
+    """Device code really present in a CUDA library (read from its .nv_fatbin section)."""
+
+    library: str = ""  # path of the scanned file
+    sass: List[str] = dataclasses.field(default_factory=list)  # ["sm_75", "sm_90", "sm_100a", ...]
+    ptx: List[str] = dataclasses.field(default_factory=list)  # ["compute_37", ...]
+    largest_ptx_bytes: Optional[int] = None  # sum of PTX sizes per arch, max over archs (JIT cache sizing)
+    ptx_bytes: Dict[str, int] = dataclasses.field(default_factory=dict)  # compute_XY -> total PTX bytes
+    found_via: str = ""
+    unknown: Optional[str] = None
+
+
+@dataclasses.dataclass
+class PythonDist:
+    """An installed distribution (torch, torchvision, nvidia-*)."""
+
+    name: str
+    version: str
+    location: str = ""  # the site-packages (or prefix) it was found in
+    origin: str = "unknown"  # "pip" | "conda" | "unknown"
+    conda_build: Optional[str] = None  # conda build string, e.g. py3.8_cuda11.3_cudnn8.2.0_0
+    conda_channel: Optional[str] = None
+    requires: List[str] = dataclasses.field(default_factory=list)  # Requires-Dist / conda depends
+    found_via: str = ""
+
+
+@dataclasses.dataclass
+class TorchBuild:
+    """One torch installation found on sys.path (there may be several: a problem of its own)."""
+
+    dist: PythonDist
+    package_dir: Optional[str] = None  # .../site-packages/torch
+    version: Optional[str] = None  # torch/version.py __version__ ("2.14.1+cu130")
+    cuda: Optional[str] = None  # torch/version.py cuda ("13.0"), None for CPU builds
+    hip: Optional[str] = None
+    git_version: Optional[str] = None
+    arch: List[ArchCoverage] = dataclasses.field(default_factory=list)  # per scanned library
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
+class TorchvisionBuild:
+    dist: PythonDist
+    package_dir: Optional[str] = None
+    version: Optional[str] = None  # torchvision/version.py __version__ ("0.29.1+cu130")
+    cuda: Optional[str] = None  # "13.0" when version.py records a CUDA build
+    requires_torch: Optional[str] = None  # "torch==2.14.1" from Requires-Dist
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
+class Toolkit:
+    """A CUDA toolkit install (nvcc + headers), wherever it came from."""
+
+    path: str
+    version: Optional[str] = None  # "12.1.105" (version.json) or "12.1" (nvcc / version.txt)
+    nvcc: Optional[str] = None
+    sources: List[str] = dataclasses.field(default_factory=list)  # "CUDA_HOME", "/usr/local/cuda*", "PATH", "conda"
+    found_via: str = ""
+    unknown: Optional[str] = None
+
+
+@dataclasses.dataclass
+class CondaPackage:
+    name: str
+    version: str
+    build: str = ""
+    channel: str = ""
+    depends: List[str] = dataclasses.field(default_factory=list)
+    found_via: str = ""
+
+
+@dataclasses.dataclass
+class ToolkitInfo:
+    toolkits: List[Toolkit] = dataclasses.field(default_factory=list)
+    cuda_home: Optional[str] = None  # what torch.utils.cpp_extension would pick (CUDA_HOME > CUDA_PATH > nvcc > /usr/local/cuda)
+    cuda_home_via: Optional[str] = None  # "CUDA_HOME" | "CUDA_PATH" | "PATH nvcc" | "/usr/local/cuda"
+    conda_packages: List[CondaPackage] = dataclasses.field(default_factory=list)  # CUDA-related records of conda-meta
+    nvidia_wheels: List[PythonDist] = dataclasses.field(default_factory=list)  # pip nvidia-* / cuda-toolkit dists
+    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
+class LibraryResolution:
+    """Which file the glibc loader would load for one soname torch needs."""
+
+    soname: str  # "libnvJitLink.so.13"
+    requested_by: str  # path of the object whose DT_NEEDED (or dlopen) asks for it
+    how: str = "needed"  # "needed" | "dlopen"
+    resolved: Optional[str] = None  # the file the loader picks in this environment
+    resolved_via: Optional[str] = None  # "DT_RPATH", "LD_LIBRARY_PATH", "DT_RUNPATH", "ld.so.cache", "default dirs", "loaded"
+    resolved_version: Optional[str] = None  # version from the real file name, e.g. "13.0.88"
+    expected: Optional[str] = None  # torch's own copy: what resolves without LD_LIBRARY_PATH
+    expected_version: Optional[str] = None
+    others: List[str] = dataclasses.field(default_factory=list)  # other copies seen on the machine
+    unknown: Optional[str] = None
+
+
+@dataclasses.dataclass
+class LibraryInfo:
+    resolutions: List[LibraryResolution] = dataclasses.field(default_factory=list)
+    ld_library_path: List[str] = dataclasses.field(default_factory=list)
+    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
+class JitCache:
+    path: Optional[str] = None  # CUDA_CACHE_PATH or ~/.nv/ComputeCache
+    maxsize: Optional[int] = None  # effective CUDA_CACHE_MAXSIZE in bytes
+    maxsize_via: Optional[str] = None  # "CUDA_CACHE_MAXSIZE" | "driver default"
+    disabled: bool = False
+    writable: Optional[bool] = None
+    used_bytes: Optional[int] = None
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
+class PythonInfo:
+    executable: str = ""
+    version: str = ""  # "3.8.18"
+    prefix: str = ""
+    conda_prefix: Optional[str] = None  # set when the prefix is a conda env (has conda-meta/)
+    platform: str = ""  # "linux-x86_64"
+
+
+@dataclasses.dataclass
+class Snapshot:
+    schema: str = SCHEMA
+    created: str = ""  # ISO 8601 UTC
+    cudafix_version: str = ""
+    source: str = ""  # "probed" | a fixture's provenance ("recorded on H200 device machine", ...)
+    host: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # os, kernel, glibc, machine
+    python: PythonInfo = dataclasses.field(default_factory=PythonInfo)
+    driver: DriverInfo = dataclasses.field(default_factory=DriverInfo)
+    gpus: GPUInfo = dataclasses.field(default_factory=GPUInfo)
+    torch: List[TorchBuild] = dataclasses.field(default_factory=list)
+    torchvision: List[TorchvisionBuild] = dataclasses.field(default_factory=list)
+    toolkits: ToolkitInfo = dataclasses.field(default_factory=ToolkitInfo)
+    libraries: LibraryInfo = dataclasses.field(default_factory=LibraryInfo)
+    jit_cache: JitCache = dataclasses.field(default_factory=JitCache)
+    env: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # the CUDA/torch variables that are set
+    assumed: Dict[str, Any] = dataclasses.field(default_factory=dict)  # what --assume-* replaced
+    probe_errors: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # probe name -> error
+
+    # -- JSON round trip -------------------------------------------------------------------
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Snapshot":
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            raise SnapshotError("unsupported snapshot schema %r (expected %r)" % (schema, SCHEMA))
+        return _build(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Snapshot":
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SnapshotError("not a JSON snapshot: %s" % exc) from None
+        if not isinstance(data, dict):
+            raise SnapshotError("not a JSON snapshot: top level is not an object")
+        return cls.from_dict(data)
+
+    @classmethod
+    def load(cls, path: str) -> "Snapshot":
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SnapshotError("cannot read snapshot %s: %s" % (path, exc)) from None
+        return cls.from_json(text)
+
+    # -- convenience for rules -------------------------------------------------------------
+
+    @property
+    def primary_torch(self) -> Optional[TorchBuild]:
+        """The torch that `import torch` would pick: the first on sys.path."""
+        return self.torch[0] if self.torch else None
+
+    def visible_gpus(self) -> List[GPU]:
+        if self.gpus.visible is None:
+            return list(self.gpus.gpus)
+        by_index = {i: g for i, g in enumerate(self.gpus.gpus)}
+        return [by_index[i] for i in self.gpus.visible if i in by_index]
+
+
+class SnapshotError(ValueError):
+    """A snapshot file that cannot be used; the message is one line for the user."""
+
+
+# -- generic dataclass builder (typing-driven, Python 3.8 compatible) ---------------------
+
+_HINTS: Dict[type, Dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> Dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[__name__]))
+    return _HINTS[cls]
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    origin = getattr(tp, "__origin__", None)
+    args = getattr(tp, "__args__", ()) or ()
+    if value is None:
+        return None
+    if origin is typing.Union:  # Optional[X]
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value) if len(inner) == 1 else value
+    if origin in (list, List):
+        if not isinstance(value, list):
+            raise SnapshotError("expected a list, got %r" % type(value).__name__)
+        return [_convert(args[0], v) for v in value] if args else list(value)
+    if origin in (dict, Dict):
+        if not isinstance(value, dict):
+            raise SnapshotError("expected an object, got %r" % type(value).__name__)
+        return {k: _convert(args[1], v) for k, v in value.items()} if args else dict(value)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise SnapshotError("expected an object for %s" % tp.__name__)
+        return _build(tp, value)
+    if tp is int and isinstance(value, bool):
+        raise SnapshotError("expected an integer, got a boolean")
+    if tp in (int, float, str, bool) and not isinstance(value, tp):
+        if tp is float and isinstance(value, int):
+            return float(value)
+        raise SnapshotError("expected %s, got %r" % (tp.__name__, value))
+    return value
+
+
+def _build(cls: type, data: Dict[str, Any]) -> Any:
+    hints = _hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            try:
+                kwargs[f.name] = _convert(hints[f.name], data[f.name])
+            except SnapshotError as exc:
+                raise SnapshotError("%s.%s: %s" % (cls.__name__, f.name, exc)) from None
+    # Unknown keys are ignored on purpose: a newer cudafix may add fields to schema /1.
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise SnapshotError("%s: %s" % (cls.__name__, exc)) from None
