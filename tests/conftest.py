@@ -1,0 +1,52 @@
+"""Shared fixtures: the real torch venvs built by tests/make_venvs.sh, and the repo root."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+VENVS = pathlib.Path(os.environ.get("CUDAFIX_TEST_VENVS", str(pathlib.Path.home() / ".cache" / "cudafix-venvs")))
+
+
+def _venv_python(name: str) -> pathlib.Path:
+    py = VENVS / name / "bin" / "python"
+    if not py.exists():
+        pytest.fail("test venv %s missing: run tests/make_venvs.sh (CI does)" % py)
+    return py
+
+
+@pytest.fixture(scope="session")
+def torch_cpu_python() -> pathlib.Path:
+    """python of a venv holding the real torch 2.13.0 CPU wheel."""
+    return _venv_python("torch-cpu")
+
+
+@pytest.fixture(scope="session")
+def torch_cu_python() -> pathlib.Path:
+    """python of a venv holding the real torch 2.14.1 (cu130) wheel with nvidia-* wheels."""
+    return _venv_python("torch-cu")
+
+
+def venv_site_packages(python: pathlib.Path) -> pathlib.Path:
+    out = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout.strip()
+    return pathlib.Path(out)
+
+
+def run_cudafix(python: pathlib.Path, *args: str, env: dict = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `python -m cudafix ARGS` with this checkout importable (not installed)."""
+    e = dict(os.environ if env is None else env)
+    e["PYTHONPATH"] = str(REPO)
+    return subprocess.run([str(python), "-m", "cudafix", *args], capture_output=True, text=True, env=e, timeout=timeout)
+
+
+def run_dev_cudafix(*args: str, env: dict = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return run_cudafix(pathlib.Path(sys.executable), *args, env=env, timeout=timeout)
