@@ -1,3 +1,346 @@
-"""Commands of this area; see cudafix/cli.py."""
+"""`cudafix status` (the default), `check`, `snapshot`, `explain`: commands of the report area.
 
-COMMANDS: list = []
+Thin: this module turns options into a Snapshot and rule runs (probes / --from / --example,
+then --assume-*, then the selected rules) and hands them to cudafix.report for rendering.
+
+Bad input (an unreadable or corrupt --from file, an unknown rule id, a bad --assume value, a
+--python that is not an interpreter) is one line on stderr and exit status 2, before anything
+is probed or written.  So is any failure of cudafix itself: `cudafix check` must never exit 1
+("errors found") because cudafix crashed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import tempfile
+import traceback
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
+
+import click
+
+from cudafix import report
+from cudafix.findings import ERROR, WARNING, RuleRun
+from cudafix.snapshot import Snapshot, SnapshotError
+
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "examples")
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+class BadInput(Exception):
+    """One line for the user; exit status 2."""
+
+
+# -- output helpers ----------------------------------------------------------------------
+
+
+def use_color(stream: Any = None, env: Optional[Dict[str, str]] = None) -> bool:
+    """Colour only on a terminal, never with NO_COLOR set (https://no-color.org) or TERM=dumb."""
+    stream = sys.stdout if stream is None else stream
+    env = os.environ if env is None else env
+    if env.get("NO_COLOR", "") != "" or env.get("TERM") == "dumb":
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _encodable(text: str, stream: Any) -> str:
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(enc)
+        return text
+    except (UnicodeEncodeError, LookupError):
+        text = text.replace(report.DASH, "-")
+        try:
+            return text.encode(enc, "backslashreplace").decode(enc)
+        except LookupError:
+            return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def emit(text: str, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    try:
+        stream.write(_encodable(text, stream))
+        stream.flush()
+    except BrokenPipeError:
+        # `cudafix status | head`: the reader left; say nothing more, and keep Python's
+        # shutdown flush from printing a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        sys.exit(EXIT_OK if not err else EXIT_USAGE)
+
+
+def fail(message: str) -> NoReturn:
+    emit("cudafix: error: %s\n" % message.replace("\n", " ").strip(), err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Bad input and crashes of cudafix itself: one line on stderr, exit 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except BadInput as exc:
+            fail(str(exc))
+        except (SystemExit, KeyboardInterrupt, click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # cudafix itself could not run
+            if os.environ.get("CUDAFIX_DEBUG") == "1":
+                traceback.print_exc()
+            fail("cudafix failed: %s: %s (CUDAFIX_DEBUG=1 shows where)" % (type(exc).__name__, exc))
+
+    return wrapper
+
+
+# -- options shared by the analysing commands ------------------------------------------
+
+
+def _split(values: Sequence[str]) -> List[str]:
+    out: List[str] = []
+    for v in values or ():
+        out.extend(p.strip() for p in v.split(",") if p.strip())
+    return out
+
+
+def example_names() -> List[str]:
+    try:
+        names = os.listdir(EXAMPLES_DIR)
+    except OSError:
+        return []
+    return sorted(n[: -len(".json")] for n in names if n.endswith(".json"))
+
+
+def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Where the snapshot comes from, and what-if overrides."""
+    opts = [
+        click.option("--from", "from_file", metavar="FILE",
+                     help="Analyse a recorded snapshot (from `cudafix snapshot`; - reads stdin) instead of this machine."),
+        click.option("--example", "example", metavar="NAME",
+                     help="Analyse a snapshot bundled with cudafix, recorded on a real machine (see --example list)."),
+        click.option("--python", "python", metavar="PATH",
+                     help="Inspect the environment of another Python interpreter."),
+        click.option("--assume-driver", "assume_driver", metavar="VERSION",
+                     help="What if the driver were VERSION (e.g. 580.95.05)? Also $CUDAFIX_ASSUME_DRIVER."),
+        click.option("--assume-gpu", "assume_gpu", metavar="NAME|sm_XY", multiple=True,
+                     help="What if this GPU were present (repeatable)? Also $CUDAFIX_ASSUME_GPU."),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+def rule_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    opts = [
+        click.option("--only", "only", metavar="RULE,...", multiple=True, help="Run only these rules."),
+        click.option("--skip", "skip", metavar="RULE,...", multiple=True, help="Do not run these rules."),
+    ]
+    for opt in reversed(opts):
+        func = opt(func)
+    return func
+
+
+def select_rules(only: Sequence[str], skip: Sequence[str]) -> Tuple[Any, ...]:
+    from cudafix import rules
+
+    try:
+        return rules.select(_split(only), _split(skip))
+    except rules.UnknownRuleError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _assume_values(driver: Optional[str], gpus: Sequence[str]) -> Tuple[Optional[str], List[str]]:
+    """Options win over $CUDAFIX_ASSUME_DRIVER / $CUDAFIX_ASSUME_GPU."""
+    env_driver: Optional[str] = None
+    env_gpus: List[str] = []
+    if not driver or not gpus:
+        if os.environ.get("CUDAFIX_ASSUME_DRIVER") or os.environ.get("CUDAFIX_ASSUME_GPU"):
+            from cudafix import assume
+
+            try:
+                got = assume.from_env(os.environ)
+            except assume.AssumeError as exc:
+                raise BadInput(str(exc)) from None
+            env_driver, env_gpus = got[0], list(got[1] or [])
+    return (driver or env_driver), (list(gpus) or env_gpus)
+
+
+def _apply_assume(snap: Snapshot, driver: Optional[str], gpus: Sequence[str]) -> Snapshot:
+    if not driver and not gpus:
+        return snap
+    try:
+        from cudafix import assume
+    except ImportError:
+        raise BadInput("--assume-driver / --assume-gpu are not available in this cudafix build") from None
+    try:
+        return assume.apply(snap, driver, list(gpus))
+    except assume.AssumeError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _check_python(path: str) -> str:
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise BadInput("--python %s: not an executable file" % path)
+    return path
+
+
+def load_snapshot(from_file: Optional[str], example: Optional[str], python: Optional[str]) -> Tuple[Snapshot, str]:
+    """The snapshot to analyse and a few words on where it came from."""
+    given = [n for n, v in (("--from", from_file), ("--example", example), ("--python", python)) if v]
+    if len(given) > 1:
+        raise BadInput("%s cannot be combined" % " and ".join(given))
+    if from_file:
+        try:
+            if from_file == "-":
+                snap = Snapshot.from_json(sys.stdin.read())
+            else:
+                snap = Snapshot.load(from_file)
+        except SnapshotError as exc:
+            raise BadInput("--from %s: %s" % (from_file, exc)) from None
+        except Exception as exc:  # anything else a hostile file can provoke
+            raise BadInput("--from %s: not a usable snapshot: %s: %s" % (from_file, type(exc).__name__, exc)) from None
+        return snap, "from %s" % from_file
+    if example:
+        names = example_names()
+        if example not in names:
+            raise BadInput("unknown example %r (bundled: %s)" % (example, ", ".join(names) or "none"))
+        path = os.path.join(EXAMPLES_DIR, example + ".json")
+        try:
+            return Snapshot.load(path), "bundled example %s" % example
+        except SnapshotError as exc:
+            raise BadInput("example %s: %s" % (example, exc)) from None
+    from cudafix.probes import take_snapshot
+
+    if python:
+        return take_snapshot(python=_check_python(python)), "probed for %s" % python
+    return take_snapshot(), "probed on this machine"
+
+
+def analyse(opts: Dict[str, Any], run_rules: bool = True) -> Tuple[Snapshot, str, List[RuleRun]]:
+    """Validate every input first (nothing is probed on bad input), then probe and run rules."""
+    if opts.get("example") == "list":
+        emit("\n".join(example_names() or ["(no bundled examples)"]) + "\n")
+        sys.exit(EXIT_OK)
+    selected = select_rules(opts.get("only", ()), opts.get("skip", ())) if run_rules else ()
+    driver, gpus = _assume_values(opts.get("assume_driver"), opts.get("assume_gpu", ()))
+    if opts.get("python"):
+        _check_python(opts["python"])
+    snap, origin = load_snapshot(opts.get("from_file"), opts.get("example"), opts.get("python"))
+    snap = _apply_assume(snap, driver, gpus)
+    if not run_rules:
+        return snap, origin, []
+    from cudafix import rules
+
+    return snap, origin, rules.run(snap, selected)
+
+
+def _json(doc: Dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+# -- commands ----------------------------------------------------------------------------
+
+
+@click.command("status")
+@source_options
+@rule_options
+@click.option("--json", "as_json", is_flag=True, help="Print {schema: cudafix.status/1, snapshot, findings} as JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="List every library resolution, not only the odd ones.")
+@guarded
+def status(as_json: bool, verbose: bool, **opts: Any) -> None:
+    """The whole CUDA stack on one screen, with findings and exact fixes (the default command)."""
+    snap, origin, runs = analyse(opts)
+    if as_json:
+        emit(_json(report.status_document(snap, runs)))
+    else:
+        emit(report.render_status(snap, runs, origin=origin, color=use_color(), verbose=verbose))
+
+
+@click.command("check")
+@source_options
+@rule_options
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("--json", "as_json", is_flag=True, help="Print the cudafix.status/1 JSON document.")
+@guarded
+def check(strict: bool, as_json: bool, **opts: Any) -> None:
+    """Print the findings; exit 0 (no errors), 1 (errors; warnings too with --strict), 2 (could not run)."""
+    snap, _origin, runs = analyse(opts)
+    c = report.counts(report.sorted_findings(runs))
+    code = EXIT_FINDINGS if c[ERROR] or (strict and c[WARNING]) else EXIT_OK
+    if as_json:
+        emit(_json(report.status_document(snap, runs)))
+    else:
+        emit(report.render_check(runs, color=use_color()))
+    sys.exit(code)
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write via a temporary file in the same directory and rename: never a half-written file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".cudafix-snapshot-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+@click.command("snapshot")
+@source_options
+@click.option("-o", "--output", metavar="FILE", help="Write to FILE (atomically) instead of stdout.")
+@guarded
+def snapshot(output: Optional[str], **opts: Any) -> None:
+    """Write the Snapshot (schema cudafix.snapshot/1) as JSON, for --from and bug reports."""
+    if output:
+        parent = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(parent):
+            raise BadInput("-o %s: directory %s does not exist" % (output, parent))
+        if os.path.isdir(output):
+            raise BadInput("-o %s: is a directory" % output)
+    snap, _origin, _runs = analyse(opts, run_rules=False)
+    text = snap.to_json() + "\n"
+    if output:
+        try:
+            write_atomic(output, text)
+        except OSError as exc:
+            raise BadInput("-o %s: %s" % (output, exc.strerror or exc)) from None
+    else:
+        emit(text)
+
+
+@click.command("explain")
+@click.argument("rule", required=False)
+@click.option("--list", "list_", is_flag=True, help="List every rule id with its severity and title.")
+@guarded
+def explain(rule: Optional[str], list_: bool) -> None:
+    """Explain RULE: cause, how it shows up, evidence used, fix, sources."""
+    from cudafix import rules
+
+    if list_ or not rule:
+        emit(report.render_rule_list(rules.REGISTRY, color=use_color()))
+        return
+    found = rules.BY_ID.get(rule)
+    if found is None:
+        raise BadInput("unknown rule %r (see `cudafix explain --list`)" % rule)
+    emit(report.render_explain(found, color=use_color()))
+
+
+COMMANDS: list = [status, check, snapshot, explain]

@@ -1,3 +1,179 @@
-"""Commands of this area; see cudafix/cli.py."""
+"""`cudafix shell` and `cudafix hooks`: commands of the activation area; see cudafix/cli.py.
 
-COMMANDS: list = []
+  cudafix shell --shell bash --activate     code for eval: apply the safe corrections
+  cudafix shell --shell fish --deactivate   code for eval: restore what activation changed
+  cudafix hooks install|uninstall|status [--prefix P]
+                                            the startup hook (.pth/.start in site-packages)
+                                            and conda's activate.d/deactivate.d scripts
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import sysconfig
+from typing import List, Optional, Tuple
+
+import click
+
+from cudafix import shells
+
+SHELL_CHOICES = ("sh", "bash", "zsh", "dash", "ash", "fish", "csh", "tcsh")
+HOOK_FILES = ("cudafix.pth", "cudafix.start")  # at the root of site-packages
+SCRIPT_EXTS = ("sh", "fish", "csh")
+
+
+def _write_out(text: str) -> None:
+    # bytes: values from the environment may hold any byte (surrogateescape round trip)
+    out = getattr(sys.stdout, "buffer", None)
+    data = text.encode("utf-8", "surrogateescape")
+    if out is None:
+        sys.stdout.write(data.decode("utf-8", "replace"))
+    else:
+        sys.stdout.flush()
+        out.write(data)
+        out.flush()
+
+
+@click.command("shell")
+@click.option("--shell", "shell_name", type=click.Choice(SHELL_CHOICES), required=True, help="Shell to print code for.")
+@click.option("--activate", "action", flag_value="activate", help="Print activation code.")
+@click.option("--deactivate", "action", flag_value="deactivate", help="Print deactivation code.")
+@click.option("--write-cache", is_flag=True, hidden=True, help="Also refresh this env's activation cache (activate.d).")
+def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool) -> None:
+    """Print shell code applying (or undoing) cudafix's safe corrections.
+
+    \b
+    eval "$(cudafix shell --shell bash --activate)"
+    cudafix shell --shell fish --activate | source
+    """
+    if action is None:
+        raise click.UsageError("give --activate or --deactivate")
+    from cudafix import activation
+
+    if action == "activate":
+        _write_out(activation.render_activate(shell_name, write=write_cache))
+    else:
+        _write_out(activation.render_deactivate(shell_name))
+
+
+# -- hooks --------------------------------------------------------------------------------------
+
+def _source_dir() -> str:
+    """Where this cudafix's hook files live: site-packages root (wheel) or the checkout root."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def script_sources() -> List[Tuple[str, str]]:
+    """(relative path under etc/conda, text) of the activate.d / deactivate.d scripts."""
+    out = []
+    for ext in SCRIPT_EXTS:
+        mod = shells.renderer(ext)
+        out.append(("activate.d/cudafix." + ext, mod.static_activate()))
+        out.append(("deactivate.d/cudafix." + ext, mod.static_deactivate()))
+    return out
+
+
+def site_packages(prefix: str) -> str:
+    """The site-packages of the env at ``prefix``."""
+    if os.path.realpath(prefix) == os.path.realpath(sys.prefix):
+        return sysconfig.get_paths()["purelib"]
+    found = sorted(glob.glob(os.path.join(glob.escape(prefix), "lib", "python3*", "site-packages")))
+    if len(found) != 1:
+        raise click.ClickException(
+            "cannot tell the site-packages of %s (%s)" % (prefix, "none found" if not found else "several: " + ", ".join(found))
+        )
+    return found[0]
+
+
+def planned_files(prefix: str) -> List[Tuple[str, bytes]]:
+    files: List[Tuple[str, bytes]] = []
+    site = site_packages(prefix)
+    src = _source_dir()
+    for name in HOOK_FILES:
+        path = os.path.join(src, name)
+        try:
+            with open(path, "rb") as fh:
+                files.append((os.path.join(site, name), fh.read()))
+        except OSError as exc:
+            raise click.ClickException("cannot read %s: %s" % (path, exc))
+    for rel, text in script_sources():
+        files.append((os.path.join(prefix, "etc", "conda", rel), text.encode("utf-8")))
+    return files
+
+
+def _state(path: str, data: bytes) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return "installed" if fh.read() == data else "differs"
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return "unreadable (%s)" % exc.strerror
+
+
+@click.group("hooks")
+def hooks_cmd() -> None:
+    """Add, remove or show cudafix's hooks in an environment."""
+
+
+_prefix_opt = click.option(
+    "--prefix", default=None, type=click.Path(file_okay=False), help="Environment prefix (default: this Python's sys.prefix)."
+)
+
+
+@hooks_cmd.command("install")
+@_prefix_opt
+def hooks_install(prefix: Optional[str]) -> None:
+    """Install the startup hook and conda's activation scripts (idempotent)."""
+    prefix = os.path.abspath(prefix or sys.prefix)
+    for path, data in planned_files(prefix):
+        state = _state(path, data)
+        if state == "installed":
+            click.echo("unchanged  %s" % path)
+            continue
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".cudafix-tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        click.echo("%s  %s" % ("updated  " if state == "differs" else "installed", path))
+
+
+@hooks_cmd.command("uninstall")
+@_prefix_opt
+def hooks_uninstall(prefix: Optional[str]) -> None:
+    """Remove the hooks and this env's activation cache (idempotent)."""
+    from cudafix import activation
+
+    prefix = os.path.abspath(prefix or sys.prefix)
+    for path, _data in planned_files(prefix):
+        if os.path.lexists(path):
+            os.unlink(path)
+            click.echo("removed    %s" % path)
+    # directories install may have created, when nothing else is in them
+    for sub in ("etc/conda/activate.d", "etc/conda/deactivate.d", "etc/conda", "etc"):
+        try:
+            os.rmdir(os.path.join(prefix, sub))
+        except OSError:
+            pass
+    for p in activation.remove_cache(prefix, os.environ):
+        click.echo("removed    %s" % p)
+
+
+@hooks_cmd.command("status")
+@_prefix_opt
+def hooks_status(prefix: Optional[str]) -> None:
+    """Show which hook files are installed; exit 1 unless all are."""
+    prefix = os.path.abspath(prefix or sys.prefix)
+    ok = True
+    for path, data in planned_files(prefix):
+        state = _state(path, data)
+        ok = ok and state == "installed"
+        click.echo("%-10s %s" % (state, path))
+    sys.exit(0 if ok else 1)
+
+
+COMMANDS: list = [shell_cmd, hooks_cmd]

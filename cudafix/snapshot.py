@@ -101,6 +101,7 @@ class TorchBuild:
     git_version: Optional[str] = None
     arch: List[ArchCoverage] = dataclasses.field(default_factory=list)  # per scanned library
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
 @dataclasses.dataclass
@@ -111,6 +112,7 @@ class TorchvisionBuild:
     cuda: Optional[str] = None  # "13.0" when version.py records a CUDA build
     requires_torch: Optional[str] = None  # "torch==2.14.1" from Requires-Dist
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
 @dataclasses.dataclass

@@ -1,0 +1,170 @@
+"""Probes: read the machine and a Python environment into a Snapshot (no torch import, no cuInit).
+
+``take_snapshot()`` is the one entry point.  Each probe runs guarded: an exception in one
+becomes ``snapshot.probe_errors[name] = "Type: message"`` and the rest still fills.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import sysconfig
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from cudafix import __version__
+from cudafix.snapshot import PythonInfo, Snapshot
+
+PYTHON_QUERY_TIMEOUT_S = 30.0
+
+# Runs inside the inspected interpreter: stdlib only, Python 2.7/3.x syntax, one JSON line.
+_QUERY = (
+    "import sys, json\n"
+    "try:\n"
+    "    import sysconfig; plat = sysconfig.get_platform()\n"
+    "except Exception:\n"
+    "    plat = ''\n"
+    "sys.stdout.write('\\n' + json.dumps({'executable': sys.executable, 'version': '%d.%d.%d' % tuple(sys.version_info[:3]),"
+    " 'prefix': sys.prefix, 'path': sys.path, 'platform': plat}) + '\\n')\n"
+)
+
+
+class ProbeError(RuntimeError):
+    """A probe could not run at all (its message lands in probe_errors)."""
+
+
+def parse_python_query(stdout: str) -> Dict[str, Any]:
+    """The JSON line the query script printed (the last line that parses; .pth noise ignored)."""
+    for line in reversed(stdout.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and isinstance(data.get("path"), list):
+                return data
+    raise ProbeError("the interpreter printed no sys.path report")
+
+
+def query_python(python: str, env: Mapping[str, str], timeout: float = PYTHON_QUERY_TIMEOUT_S) -> Tuple[PythonInfo, List[str]]:
+    """sys.path / prefix / version of another interpreter with ONE bounded subprocess.
+
+    ``-c`` (not ``-I -S``): site-packages and .pth files must count, as they do for the user.
+    cudafix's own startup hook is switched off in the child (CUDAFIX_DISABLE=1).
+    """
+    child_env = dict(env)
+    child_env["CUDAFIX_DISABLE"] = "1"
+    try:
+        proc = subprocess.run([python, "-c", _QUERY], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, env=child_env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise ProbeError("%s did not answer within %.0f s" % (python, timeout)) from None
+    except OSError as exc:
+        raise ProbeError("cannot run %s: %s" % (python, exc.strerror or exc)) from None
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ProbeError("%s exited with %d%s" % (python, proc.returncode, (": " + err[-1]) if err else ""))
+    data = parse_python_query(proc.stdout.decode("utf-8", "replace"))
+    prefix = str(data.get("prefix") or "")
+    info = PythonInfo(executable=str(data.get("executable") or python), version=str(data.get("version") or ""),
+                      prefix=prefix, platform=str(data.get("platform") or ""))
+    # '' is the child's own cwd (an artifact of -c), not the user's script dir: dropped.
+    path = [p for p in data["path"] if isinstance(p, str) and p]
+    return info, path
+
+
+def current_python() -> Tuple[PythonInfo, List[str]]:
+    info = PythonInfo(executable=sys.executable or "", version=platform.python_version(), prefix=sys.prefix,
+                      platform=sysconfig.get_platform())
+    return info, list(sys.path)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _guard(snap: Snapshot, name: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        snap.probe_errors[name] = "%s: %s" % (type(exc).__name__, exc)
+        return None
+
+
+def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                  cache_dir: Optional[str] = None, *, root: str = "/", usr_local: str = "/usr/local",
+                  use_nvml: bool = True, call_driver_api: bool = True, scan_arch: bool = True) -> Snapshot:
+    """Probe this machine and one Python environment (the current one, or ``python``).
+
+    ``root`` / ``usr_local`` move /sys, /proc and /usr/local for tests; ``use_nvml`` /
+    ``call_driver_api`` / ``scan_arch`` switch off the heavier probes.
+    """
+    from cudafix.probes import driver, environment, gpus, host, toolkits, torch_build
+
+    env = dict(os.environ if env is None else env)
+    snap = Snapshot(created=_now(), cudafix_version=__version__, source="probed")
+
+    snap.host = _guard(snap, "host", host.probe_host) or {}
+
+    sys_path = None  # type: Optional[List[str]]
+
+    def _python() -> None:
+        nonlocal sys_path
+        if python is None:
+            info, sys_path = current_python()
+        else:
+            info, sys_path = query_python(python, env)
+        if info.prefix and os.path.isdir(os.path.join(info.prefix, "conda-meta")):
+            info.conda_prefix = info.prefix
+        snap.python = info
+
+    _guard(snap, "python", _python)
+    if python is not None and "python" in snap.probe_errors:
+        snap.python.executable = python
+    prefix = snap.python.prefix or None
+
+    snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
+
+    drv = _guard(snap, "driver", lambda: driver.probe_driver(env, root=root, call_driver_api=call_driver_api))
+    if drv is not None:
+        snap.driver = drv
+
+    g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
+    if g is not None:
+        snap.gpus = g
+
+    tk = _guard(snap, "toolkits", lambda: toolkits.probe_toolkits(env, prefix=prefix, sys_path=sys_path, usr_local=usr_local))
+    if tk is not None:
+        snap.toolkits = tk
+    conda_records = snap.toolkits.conda_packages if tk is not None and prefix and snap.python.conda_prefix else None
+
+    if sys_path is None:
+        snap.probe_errors.setdefault("torch", "no sys.path of the target interpreter (see probe_errors['python'])")
+    else:
+        t = _guard(snap, "torch", lambda: torch_build.probe_torch(sys_path, prefix=prefix, cache_dir=cache_dir,
+                                                                 scan_arch=scan_arch, conda_records=conda_records))
+        if t is not None:
+            snap.torch = t
+        tv = _guard(snap, "torchvision", lambda: torch_build.probe_torchvision(sys_path, prefix=prefix, conda_records=conda_records))
+        if tv is not None:
+            snap.torchvision = tv
+
+    def _libraries() -> None:
+        from cudafix.probes.libraries import probe_libraries  # type: ignore  # the loader-simulation module
+
+        primary = snap.primary_torch
+        snap.libraries = probe_libraries(primary.package_dir if primary else None, env)
+
+    _guard(snap, "libraries", _libraries)
+
+    jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env))
+    if jc is not None:
+        snap.jit_cache = jc
+    return snap
+
+
+__all__ = ["take_snapshot", "query_python", "parse_python_query", "ProbeError"]

@@ -1,3 +1,400 @@
-"""Driver rules (placeholder; the rule-catalogue work fills this in)."""
+"""Driver rules: presence, user-space vs kernel module, CUDA version vs torch's, forward compat
+(facts-driver.md §1, §1d/e, §2, §4; anchors.md §C F6, F14, F15)."""
 
-RULES: tuple = ()
+from __future__ import annotations
+
+import os
+import re
+from typing import Iterable, List, Optional, Tuple
+
+from cudafix.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
+from cudafix.knowledge import cuda_driver
+from cudafix.rules._util import (
+    cuda_int_str,
+    driver_cuda_int,
+    driver_version,
+    gpu_label,
+    major_minor,
+    ok,
+    problem,
+    recommend_commands,
+    torch_label,
+    unknown,
+    vtuple,
+)
+from cudafix.snapshot import Snapshot
+
+MINOR_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
+FWD_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
+RN_DOC = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"
+
+
+def _cuda_torch(snap: Snapshot):
+    t = snap.primary_torch
+    return t if (t is not None and t.cuda) else None
+
+
+def _assumed_gpus_only(snap: Snapshot) -> bool:
+    keys = set(k.lower() for k in snap.assumed)
+    return any("gpu" in k for k in keys) and not any("driver" in k for k in keys)
+
+
+# -- no-driver -----------------------------------------------------------------------------
+
+
+def check_no_driver(snap: Snapshot) -> Iterable[Outcome]:
+    d = snap.driver
+    gpus = snap.gpus.gpus
+    t = _cuda_torch(snap)
+    if not gpus and t is None:
+        if d.kernel_version or d.libcuda_path:
+            return [ok("driver %s present" % (d.kernel_version or d.libcuda_version or d.libcuda_path), subject="driver")]
+        return [ok("no CUDA torch build and no NVIDIA GPU: no driver needed", subject="driver")]
+    if (d.kernel_version or d.wsl) and d.libcuda_path:
+        return [ok("driver %s: kernel module and %s" % (d.kernel_version or d.libcuda_version or "?", d.libcuda_path), subject="driver")]
+    if _assumed_gpus_only(snap) and not d.kernel_version and not d.libcuda_path:
+        return [unknown("GPUs assumed without a driver: pass --assume-driver VERSION to judge the driver", subject="driver")]
+    if "driver" in snap.probe_errors:
+        return [unknown("driver probe failed", snap.probe_errors["driver"], subject="driver")]
+    need = []
+    if gpus:
+        need.append("NVIDIA GPU(s): %s" % ", ".join(gpu_label(g) for g in gpus))
+    if t is not None:
+        need.append("%s is a CUDA %s build" % (torch_label(t), t.cuda))
+    floor = cuda_driver.min_driver(t.cuda) if t is not None else None
+    want = "an NVIDIA driver%s" % (" >= %s (CUDA %s)" % (floor, t.cuda) if floor and t is not None else "")
+    severity = ERROR if gpus else WARNING
+    if d.kernel_version and not d.libcuda_path:
+        why = d.unknown.get("libcuda_path") or "the loader finds no libcuda.so.1"
+        if "not searched" in why or "failed" in why:
+            return [unknown("kernel module %s loaded; libcuda not probed" % d.kernel_version, why, subject="driver")]
+        return [problem(
+            "NVIDIA kernel module %s is loaded but no libcuda.so.1 is found: CUDA cannot start" % d.kernel_version,
+            need + ["kernel module %s (%s)" % (d.kernel_version, d.found_via.get("kernel_version", "/sys/module/nvidia/version")), why],
+            fix=Fix(summary="install the user-space driver %s (in a container: run it with the NVIDIA runtime, e.g. docker run --gpus all)" % d.kernel_version),
+            severity=severity, subject="driver",
+        )]
+    if d.libcuda_path and not d.kernel_version and not d.wsl:
+        why = d.unknown.get("kernel_version") or "no /sys/module/nvidia/version or /proc/driver/nvidia/version"
+        return [problem(
+            "%s is present but no NVIDIA kernel module is loaded: CUDA cannot start" % d.libcuda_path,
+            need + [why],
+            fix=Fix(summary="load the NVIDIA kernel module (install the driver %s, or reboot after installing it)" % (d.libcuda_version or "")),
+            severity=severity, subject="driver",
+        )]
+    why = "; ".join(v for k, v in sorted(d.unknown.items()) if k in ("kernel_version", "libcuda_path")) or "no kernel module and no libcuda.so.1"
+    return [problem(
+        "no NVIDIA driver: %s cannot use a GPU" % (torch_label(t) if t is not None else "CUDA"),
+        need + [why],
+        fix=Fix(summary="install %s%s" % (want, "; in a container, run it with the NVIDIA runtime (docker run --gpus all)")),
+        severity=severity, subject="driver",
+    )]
+
+
+# -- driver-library-mismatch ---------------------------------------------------------------
+
+
+def _is_compat_path(snap: Snapshot, path: Optional[str]) -> bool:
+    if not path:
+        return False
+    if "/compat/" in path or os.path.basename(os.path.dirname(path)) == "compat":
+        return True
+    real = [os.path.normpath(p) for p in snap.driver.compat_libcuda]
+    return os.path.normpath(path) in real
+
+
+def check_library_mismatch(snap: Snapshot) -> Iterable[Outcome]:
+    d = snap.driver
+    if d.wsl:
+        return [ok("WSL: the driver's libraries come from the Windows host, no Linux kernel module to match", subject="driver")]
+    if not d.kernel_version:
+        if d.libcuda_version or d.nvml_version:
+            return [unknown("user-space driver %s found but the kernel module version is unknown" % (d.libcuda_version or d.nvml_version),
+                            d.unknown.get("kernel_version", ""), subject="driver")]
+        return [ok("no NVIDIA driver: nothing to mismatch (see no-driver)", subject="driver")]
+    out: List[Outcome] = []
+    checked = []
+    libs = []
+    if d.libcuda_version and not _is_compat_path(snap, d.libcuda_path):
+        libs.append(("libcuda", d.libcuda_version, d.libcuda_path or "libcuda.so.1", "CUDA init fails: Error 803: system has unsupported display driver / cuda driver combination"))
+    if d.nvml_version:
+        libs.append(("libnvidia-ml", d.nvml_version, "libnvidia-ml.so.%s" % d.nvml_version, "nvidia-smi: Failed to initialize NVML: Driver/library version mismatch"))
+    for name, ver, path, effect in libs:
+        checked.append(name)
+        if ver == d.kernel_version:
+            continue
+        newer = vtuple(ver) > vtuple(d.kernel_version)
+        ev = [
+            "kernel module %s (%s)" % (d.kernel_version, d.found_via.get("kernel_version", "/sys/module/nvidia/version")),
+            "%s %s (%s)" % (name, ver, path),
+            "the user-space driver must be the kernel module's exact version: %s" % effect,
+        ]
+        if newer:
+            fix = Fix(summary="the driver was upgraded but the old kernel module is still loaded: reboot (or reload the nvidia modules)", commands=("sudo reboot",))
+            msg = "driver libraries %s are newer than the loaded kernel module %s (upgraded without reboot)" % (ver, d.kernel_version)
+        else:
+            fix = Fix(summary="remove the stale %s %s (%s) so the loader finds the driver's own %s" % (name, ver, path, d.kernel_version))
+            msg = "%s %s is older than the loaded kernel module %s (a stale copy)" % (name, ver, d.kernel_version)
+        out.append(problem(msg, ev, fix=fix, subject=name))
+    if out:
+        return out
+    if not checked:
+        why = d.unknown.get("libcuda_version") or d.unknown.get("libcuda_path") or "no libcuda / libnvidia-ml version found"
+        if _is_compat_path(snap, d.libcuda_path):
+            return [ok("libcuda is a forward-compat copy (judged by forward-compat-mismatch); no libnvidia-ml version to compare", subject="driver")]
+        return [unknown("user-space driver version unknown", why, subject="driver")]
+    return [ok("%s match the kernel module %s" % (" and ".join(checked), d.kernel_version), subject="driver")]
+
+
+# -- driver-too-old / driver-minor-compat --------------------------------------------------
+
+
+def _driver_vs_torch(snap: Snapshot) -> Tuple[Optional[str], object]:
+    """Classify: ("none"|"unknown"|"ok"|"minor"|"too-old", details)."""
+    t = _cuda_torch(snap)
+    if t is None:
+        return "none", None
+    tmm = major_minor(t.cuda)
+    dcuda, via = driver_cuda_int(snap)
+    dv = driver_version(snap)
+    if tmm is None:
+        return "unknown", "torch.version.cuda %r unreadable" % t.cuda
+    if dcuda is None:
+        if not dv and not snap.driver.libcuda_path:
+            return "unknown", "no driver found (see no-driver)"
+        return "unknown", "the driver's CUDA version is unknown (driver %s; no cuDriverGetVersion and branch not in the table)" % (dv or "?")
+    dmm = (dcuda // 1000, (dcuda % 1000) // 10)
+    facts = {"t": t, "tmm": tmm, "dmm": dmm, "dv": dv, "via": via}
+    if dmm >= tmm:
+        return "ok", facts
+    if dmm[0] < tmm[0]:
+        facts["why"] = "minor-version compatibility never crosses a CUDA major"
+        return "too-old", facts
+    floor = cuda_driver.minor_compat_floor(tmm[0])
+    facts["floor"] = floor
+    if floor is None:
+        facts["why"] = "CUDA %d.x has no minor-version compatibility: the driver must be at least the toolkit's own" % tmm[0]
+        return "too-old", facts
+    if dv:
+        if cuda_driver.driver_at_least(dv, floor):
+            return "minor", facts
+        facts["why"] = "driver %s is below %s, the minor-version compatibility floor of CUDA %d.x" % (dv, floor, tmm[0])
+        return "too-old", facts
+    # Driver release unknown, only its CUDA: an x.1+ driver is past the family's floor branch.
+    if dmm[1] >= 1:
+        return "minor", facts
+    return "unknown", "driver release unknown; CUDA %s drivers may be below the %s floor" % (cuda_int_str(dcuda), floor)
+
+
+def _driver_fix(snap: Snapshot, t, tmm) -> Fix:
+    cmds, notes = recommend_commands(snap)
+    need = cuda_driver.min_driver("%d.%d" % tmm)
+    summary = "install a torch build for this driver%s" % (" (or upgrade the driver to >= %s for CUDA %d.%d)" % (need, tmm[0], tmm[1]) if need else "")
+    if notes and not cmds:
+        summary += "; " + notes[0]
+    return Fix(summary=summary, commands=cmds)
+
+
+def check_driver_too_old(snap: Snapshot) -> Iterable[Outcome]:
+    kind, facts = _driver_vs_torch(snap)
+    if kind == "none":
+        return [ok("no CUDA torch build: no driver requirement", subject="driver")]
+    if kind == "unknown":
+        return [unknown("whether the driver can run torch's CUDA is unknown", str(facts), subject="driver")]
+    t, tmm, dmm, dv = facts["t"], facts["tmm"], facts["dmm"], facts["dv"]
+    supports = "driver %s supports CUDA <= %d.%d (%s)" % (dv or "?", dmm[0], dmm[1], facts["via"])
+    needs = "%s needs %d.%d" % (torch_label(t), tmm[0], tmm[1])
+    if kind in ("ok", "minor"):
+        return [ok("%s; %s" % (supports, needs), subject="driver")]
+    ev = ["%s; %s" % (supports, needs), facts["why"]]
+    return [problem(
+        "driver %s (CUDA %d.%d) is too old for %s (CUDA %d.%d)" % (dv or "?", dmm[0], dmm[1], torch_label(t), tmm[0], tmm[1]),
+        ev, fix=_driver_fix(snap, t, tmm), subject="driver",
+    )]
+
+
+def check_driver_minor_compat(snap: Snapshot) -> Iterable[Outcome]:
+    kind, facts = _driver_vs_torch(snap)
+    if kind == "none":
+        return [ok("no CUDA torch build", subject="driver")]
+    if kind == "unknown":
+        return [unknown("whether minor-version compatibility is needed is unknown", str(facts), subject="driver")]
+    if kind == "too-old":
+        return [ok("driver is below the minor-version compatibility floor (reported by driver-too-old)", subject="driver")]
+    t, tmm, dmm, dv = facts["t"], facts["tmm"], facts["dmm"], facts["dv"]
+    if kind == "ok":
+        return [ok("driver %s supports CUDA %d.%d >= torch's %d.%d: no compatibility mode" % (dv or "?", dmm[0], dmm[1], tmm[0], tmm[1]), subject="driver")]
+    ev = [
+        "driver %s supports CUDA <= %d.%d; %s needs %d.%d" % (dv or "?", dmm[0], dmm[1], torch_label(t), tmm[0], tmm[1]),
+        "it runs under CUDA minor-version compatibility (driver >= %s for CUDA %d.x)" % (facts["floor"], tmm[0]),
+        "NVIDIA: under minor-version compatibility PTX of the newer toolkit cannot be JIT-compiled and features needing a newer driver return cudaErrorCallRequiresNewerDriver",
+    ]
+    return [problem(
+        "driver %s (CUDA %d.%d) runs %s (CUDA %d.%d) only under minor-version compatibility: no PTX JIT, newer features off" % (
+            dv or "?", dmm[0], dmm[1], torch_label(t), tmm[0], tmm[1]),
+        ev, fix=_driver_fix(snap, t, tmm), subject="driver",
+    )]
+
+
+# -- forward-compat-mismatch ---------------------------------------------------------------
+
+# Forward compatibility is supported only on data-center GPUs (plus select NGC-ready RTX SKUs and
+# Jetson).  Names are matched conservatively; anything else is "unknown", never "supported".
+_DATACENTER = re.compile(r"\b(Tesla|A100|A800|A30|A40|A10|A16|A2|H100|H200|H800|H20|GH200|B100|B200|GB200|B300|GB300|L4|L40S?|L20|T4|V100|P100|P40|P4)\b", re.I)
+_CONSUMER = re.compile(r"\b(GeForce|TITAN)\b", re.I)
+# Base driver branches of NVIDIA's forward-compatibility matrix (13.4-era edition, facts-driver §4a).
+_FWD_BASES = (535, 570, 580, 590, 595, 610, 615)
+
+
+def _driver_ver_of_file(path: str) -> Optional[str]:
+    m = re.match(r"^libcuda\.so\.(\d{3,4}(?:\.\d+){1,2})$", os.path.basename(path))
+    return m.group(1) if m else None
+
+
+def _system_libcuda(snap: Snapshot, kernel: str) -> Optional[str]:
+    """A libcuda file on this machine whose version equals the kernel module's."""
+    for r in snap.libraries.resolutions:
+        if r.soname.startswith("libcuda.so"):
+            for p in [r.resolved or ""] + list(r.others) + [r.expected or ""]:
+                if p and _driver_ver_of_file(p) == kernel and not _is_compat_path(snap, p):
+                    return p
+    return None
+
+
+def check_forward_compat(snap: Snapshot) -> Iterable[Outcome]:
+    d = snap.driver
+    path = d.libcuda_path
+    if not path:
+        return [ok("no libcuda loaded: no forward-compat library in use", subject="libcuda")]
+    if not _is_compat_path(snap, path):
+        extra = " (cuda-compat copies present but not picked: %s)" % ", ".join(d.compat_libcuda) if d.compat_libcuda else ""
+        return [ok("libcuda %s is the driver's own%s" % (path, extra), subject="libcuda")]
+    cv = d.libcuda_version or _driver_ver_of_file(path)
+    kv = d.kernel_version
+    if not cv or not kv:
+        return [unknown("forward-compat libcuda %s in use; versions unknown (libcuda %s, kernel module %s)" % (path, cv, kv), subject="libcuda")]
+    if cv == kv:
+        return [ok("forward-compat libcuda %s has the kernel module's version %s" % (path, kv), subject="libcuda")]
+    cb, kb = cuda_driver.driver_branch(cv), cuda_driver.driver_branch(kv)
+    ev = [
+        "the loader picks the cuda-compat libcuda %s (version %s)" % (path, cv),
+        "the loaded kernel module is %s (%s)" % (kv, d.found_via.get("kernel_version", "/sys/module/nvidia/version")),
+    ]
+    code = None
+    if cb <= kb:
+        ev.append("forward compatibility only runs a NEWER driver branch's libcuda on an older kernel module; R%d is not newer than R%d -> CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)" % (cb, kb))
+        code = 803
+    else:
+        gpus = snap.gpus.gpus
+        consumer = [g for g in gpus if _CONSUMER.search(g.name)]
+        if consumer:
+            ev.append("forward compatibility works only on data-center GPUs (and select NGC-ready RTX, Jetson); %s is not one -> CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)" % ", ".join(gpu_label(g) for g in consumer))
+            code = 804
+        elif kb not in _FWD_BASES:
+            return [unknown("forward-compat libcuda %s on kernel module %s: R%d is not a base branch of NVIDIA's current forward-compat matrix" % (cv, kv, kb), *ev, subject="libcuda")]
+        elif gpus and all(_DATACENTER.search(g.name) for g in gpus):
+            return [ok("forward compatibility in use: libcuda %s on kernel module %s with data-center GPUs" % (cv, kv), *ev, subject="libcuda")]
+        else:
+            return [unknown("forward-compat libcuda %s on kernel module %s: whether the GPUs support forward compatibility is unknown" % (cv, kv), *ev, subject="libcuda")]
+    ops = ()
+    compat_dir = os.path.dirname(path)
+    entries = snap.libraries.ld_library_path or [p for p in snap.env.get("LD_LIBRARY_PATH", "").split(":") if p]
+    for e in entries:
+        if os.path.normpath(e) == os.path.normpath(compat_dir):
+            ops = (EnvOp(REMOVE_PATH, "LD_LIBRARY_PATH", e),)
+            ev.append("it comes first through LD_LIBRARY_PATH entry %s" % e)
+            break
+    own = _system_libcuda(snap, kv)
+    preload = (Preload("libcuda.so.1", own),) if own else ()
+    if ops or preload:
+        # Safe: CUDA cannot start with this libcuda at all (error 803/804); the driver's own
+        # libcuda of the kernel module's exact version is what a system without cuda-compat uses.
+        parts = []
+        if ops:
+            parts.append("drop %s from LD_LIBRARY_PATH on activation" % compat_dir)
+        if own:
+            parts.append("load the driver's own %s" % own)
+        fix = Fix(summary="; ".join(parts), auto=True, env=EnvPatch(ops), preload=preload, scope="both")
+    else:
+        fix = Fix(summary="remove %s from the loader path (LD_LIBRARY_PATH / /etc/ld.so.conf.d) so the driver's own libcuda %s is used" % (compat_dir, kv))
+    return [problem("cuda-compat libcuda %s does not fit kernel module %s: CUDA init fails with error %d" % (cv, kv, code), ev, fix=fix, subject="libcuda")]
+
+
+RULES = (
+    Rule(
+        id="no-driver",
+        severity=ERROR,
+        title="A CUDA torch build (or an NVIDIA GPU) but no usable driver / libcuda",
+        check=check_no_driver,
+        cause="No NVIDIA kernel module is loaded, or the user-space libcuda.so.1 is missing (a container started without the NVIDIA runtime, a driver not installed or not loaded). Error when an NVIDIA GPU is present; warning when only the CUDA torch build points at a GPU being expected.",
+        symptoms=(
+            "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+            "torch.cuda.is_available() returns False",
+            "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
+        ),
+        evidence_used="/sys/module/nvidia/version or /proc/driver/nvidia/version (kernel module), the libcuda.so.1 the loader finds, the GPU list, torch.version.cuda",
+        fix_text="install the NVIDIA driver (at least the minimum for torch's CUDA), or run the container with the NVIDIA runtime (docker run --gpus all).",
+        sources=("pytorch/pytorch torch/cuda/__init__.py (_check_driver)", "SceneWorks/SceneWorks#1966"),
+    ),
+    Rule(
+        id="driver-library-mismatch",
+        severity=ERROR,
+        title="User-space driver libraries differ from the loaded kernel module",
+        check=check_library_mismatch,
+        cause="The driver packages were upgraded (e.g. by unattended-upgrades) but the old kernel module is still loaded, or a stale libcuda copy sits on the loader path. libcuda and libnvidia-ml must be the kernel module's exact version.",
+        symptoms=(
+            "Failed to initialize NVML: Driver/library version mismatch",
+            "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 803: system has unsupported display driver / cuda driver combination",
+        ),
+        evidence_used="kernel module version (/sys/module/nvidia/version), the version in the file name of the libcuda.so.<ver> and libnvidia-ml.so.<ver> the loader picks",
+        fix_text="reboot (or reload the nvidia kernel modules) after a driver upgrade; remove a stale libcuda copy otherwise.",
+        sources=("oddmario/NVIDIA-Ubuntu-Driver-Guide#4", "lyulyul/shine-cluster#30", "SceneWorks/SceneWorks#1966", "easydiffusion/easydiffusion#379", "pytorch/pytorch#97783"),
+    ),
+    Rule(
+        id="driver-too-old",
+        severity=ERROR,
+        title="The driver's CUDA version cannot run the torch build's CUDA",
+        check=check_driver_too_old,
+        cause="Each driver supports CUDA up to the version it shipped with (cuDriverGetVersion). Minor-version compatibility lets an older driver of the same CUDA major (>= 450.80.02 for 11.x, >= 525.60.13 for 12.x, >= 580 for 13.x) run a newer minor, but never a newer major; CUDA 10.x has none.",
+        symptoms=(
+            "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 12040). Please update your GPU driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with your version of the CUDA driver.",
+            "torch.cuda.is_available() returns False",
+            "CUDA driver version is insufficient for CUDA runtime version",
+        ),
+        evidence_used="the driver's CUDA version (cuDriverGetVersion without cuInit, else the driver branch table), the driver release, torch.version.cuda, NVIDIA's minor-version compatibility floors",
+        fix_text="install a torch build whose CUDA this driver supports (exact command, fitting every GPU and the env's Python), or upgrade the driver to at least the minimum for torch's CUDA.",
+        sources=(RN_DOC, MINOR_DOC, "ModelCloud/GPTQModel#2859"),
+    ),
+    Rule(
+        id="driver-minor-compat",
+        severity=WARNING,
+        title="torch runs only under CUDA minor-version compatibility (no PTX JIT, some features off)",
+        check=check_driver_minor_compat,
+        cause="The driver supports an older minor of torch's CUDA major. NVIDIA's minor-version compatibility runs it, but PTX compiled by the newer toolkit cannot be JIT-compiled and APIs needing a newer driver fail.",
+        symptoms=(
+            "CUDA error: the provided PTX was compiled with an unsupported toolchain.",
+            "cudaErrorCallRequiresNewerDriver",
+        ),
+        evidence_used="the driver's CUDA version and release, torch.version.cuda, NVIDIA's minor-version compatibility floors",
+        fix_text="upgrade the driver to at least the minimum for torch's CUDA, or install a torch build for the driver's CUDA.",
+        sources=(MINOR_DOC,),
+    ),
+    Rule(
+        id="forward-compat-mismatch",
+        severity=ERROR,
+        title="A cuda-compat libcuda on the loader path that does not fit this kernel module or GPU",
+        check=check_forward_compat,
+        auto=True,
+        cause="Container images ship NVIDIA's cuda-compat libcuda (/usr/local/cuda-X.Y/compat) and put it on LD_LIBRARY_PATH or ld.so.conf. It works only when it is from a newer driver branch than the kernel module and the GPU is a data-center one; an older or same-branch copy gives error 803, a consumer GPU error 804.",
+        symptoms=(
+            "Error 803: system has unsupported display driver / cuda driver combination",
+            "Error 804: forward compatibility was attempted on non supported HW",
+            "torch.cuda.is_available() returns False",
+        ),
+        evidence_used="the libcuda the loader picks and whether it is a cuda-compat copy, its version, the kernel module version, GPU names, LD_LIBRARY_PATH",
+        fix_text="automatic: the compat directory is dropped from LD_LIBRARY_PATH on activation and the driver's own libcuda (the kernel module's version) is preloaded.",
+        sources=(FWD_DOC, "DeepVAC/TorchPod#43", "oobabooga/textgen#4407", "gpustack/gpustack#1540", "ModelTC/LightLLM#191",
+                 "shared/DESIGN.md (H200: compat libcuda.so.580.95.05 on driver 580.159.04 -> error 803)"),
+    ),
+)

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Benchmark: `cudafix status --json` vs `python -m torch.utils.collect_env`, in one run.
+
+Both run with the same interpreter (default: the torch 2.14.1+cu130 test venv built by
+tests/make_venvs.sh), alternately, N times each after one untimed warm-up of each.  Every timed
+run happens in a fresh wrapper process that starts the command, times it (wall clock, from
+spawn to exit) and reads resource.getrusage(RUSAGE_CHILDREN).ru_maxrss: the peak resident set
+of the largest process of that run's tree (collect_env spawns pip, nvcc, lscpu ...; cudafix
+status spawns nothing), measured fresh because the wrapper has no other children.
+
+cudafix is measured twice: "warm" (its per-user cache filled by the warm-up, the state users
+are in after the first run) and "cold" (an empty XDG_CACHE_HOME per run: arch scan and every
+probe redone; the OS page cache stays warm for both tools).
+
+Prints medians, the speed ratio collect_env / cudafix against the targets (>= 20x faster,
+<= 100 MiB peak).  --check exits 1 when a target is missed; --json-out FILE keeps the raw runs.
+
+    python3 bench/status_vs_collect_env.py [-n 5] [--python VENV/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VENVS = os.environ.get("CUDAFIX_TEST_VENVS", os.path.join(os.path.expanduser("~"), ".cache", "cudafix-venvs"))
+DEFAULT_PYTHON = os.path.join(VENVS, "torch-cu", "bin", "python")
+
+SPEED_TARGET = 20.0  # collect_env wall / cudafix wall
+MEMORY_TARGET_MIB = 100.0
+
+# Runs in a fresh interpreter per measurement: its only child is the measured command.
+WRAPPER = r"""
+import json, resource, subprocess, sys, time
+spec = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+p = subprocess.run(spec["cmd"], env=spec["env"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+wall = time.perf_counter() - t0
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": p.returncode, "wall_s": wall, "maxrss_kib": ru.ru_maxrss,
+                  "stdout": p.stdout.decode("utf-8", "replace"), "stderr": p.stderr.decode("utf-8", "replace")[-2000:]}))
+"""
+
+
+def measure(cmd, env):
+    spec = json.dumps({"cmd": cmd, "env": env})
+    out = subprocess.run([sys.executable, "-c", WRAPPER, spec], stdout=subprocess.PIPE, check=True, timeout=600)
+    return json.loads(out.stdout)
+
+
+def validate_cudafix(run):
+    if run["rc"] != 0:
+        raise SystemExit("cudafix status --json failed (rc %d): %s" % (run["rc"], run["stderr"].strip()))
+    doc = json.loads(run["stdout"])
+    if doc.get("schema") != "cudafix.status/1" or not doc["snapshot"].get("torch"):
+        raise SystemExit("cudafix status --json did not report a torch: %s" % run["stdout"][:300])
+    return doc
+
+
+def validate_collect_env(run):
+    if run["rc"] != 0 or "PyTorch version:" not in run["stdout"]:
+        raise SystemExit("collect_env failed (rc %d): %s" % (run["rc"], run["stderr"].strip()[-500:]))
+
+
+def summarise(runs):
+    walls = [r["wall_s"] for r in runs]
+    return {
+        "n": len(runs),
+        "median_s": statistics.median(walls),
+        "min_s": min(walls),
+        "max_s": max(walls),
+        "peak_mib": max(r["maxrss_kib"] for r in runs) / 1024.0,
+        "median_peak_mib": statistics.median(r["maxrss_kib"] for r in runs) / 1024.0,
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--python", default=DEFAULT_PYTHON, help="interpreter of the env to inspect (default: %(default)s)")
+    ap.add_argument("-n", type=int, default=5, help="timed runs of each command (default: %(default)s)")
+    ap.add_argument("--json-out", metavar="FILE", help="write the raw runs and the summary here")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    args = ap.parse_args(argv)
+    if not os.path.exists(args.python):
+        raise SystemExit("no interpreter at %s: run tests/make_venvs.sh first" % args.python)
+
+    base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cudafix_env = dict(base_env, PYTHONPATH=REPO)
+    cudafix_cmd = [args.python, "-m", "cudafix", "status", "--json"]
+    collect_cmd = [args.python, "-m", "torch.utils.collect_env"]
+
+    # Byte-compile the checkout with the measured interpreter, as `pip install` does for an
+    # installed cudafix (this workplace sets PYTHONDONTWRITEBYTECODE; without .pyc files every
+    # run would recompile ~60 modules, which is not what users run).
+    subprocess.run([args.python, "-m", "compileall", "-q", os.path.join(REPO, "cudafix")], check=True,
+                   env=dict(base_env, PYTHONDONTWRITEBYTECODE=""), stdout=subprocess.DEVNULL)
+
+    # Warm-up (untimed): fills cudafix's cache and the OS page cache for both tools.
+    doc = validate_cudafix(measure(cudafix_cmd, cudafix_env))
+    validate_collect_env(measure(collect_cmd, base_env))
+
+    warm, cold, collect = [], [], []
+    with tempfile.TemporaryDirectory(prefix="cudafix-bench-") as tmp:
+        for i in range(args.n):
+            warm.append(measure(cudafix_cmd, cudafix_env))
+            validate_cudafix(warm[-1])
+            cache = os.path.join(tmp, "cache-%d" % i)
+            os.mkdir(cache)
+            cold.append(measure(cudafix_cmd, dict(cudafix_env, XDG_CACHE_HOME=cache)))
+            validate_cudafix(cold[-1])
+            collect.append(measure(collect_cmd, base_env))
+            validate_collect_env(collect[-1])
+
+    s_warm, s_cold, s_coll = summarise(warm), summarise(cold), summarise(collect)
+    ratio_warm = s_coll["median_s"] / s_warm["median_s"]
+    ratio_cold = s_coll["median_s"] / s_cold["median_s"]
+    peak = max(s_warm["peak_mib"], s_cold["peak_mib"])
+    torch = doc["snapshot"]["torch"][0]
+
+    print("status_vs_collect_env: %s (torch %s), %d runs each, %s, %d CPUs, %s"
+          % (args.python, torch.get("version"), args.n, platform.platform(), os.cpu_count() or 0,
+             time.strftime("%Y-%m-%d")))
+    print("%-36s %10s %10s %10s %12s" % ("command", "median s", "min s", "max s", "peak MiB"))
+    for label, s in (("cudafix status --json (warm cache)", s_warm), ("cudafix status --json (cold cache)", s_cold),
+                     ("python -m torch.utils.collect_env", s_coll)):
+        print("%-36s %10.3f %10.3f %10.3f %12.1f" % (label, s["median_s"], s["min_s"], s["max_s"], s["peak_mib"]))
+    speed_ok = ratio_warm >= SPEED_TARGET
+    mem_ok = peak <= MEMORY_TARGET_MIB
+    print("speed ratio collect_env / cudafix: %.1fx warm, %.1fx cold (target >= %.0fx warm: %s)"
+          % (ratio_warm, ratio_cold, SPEED_TARGET, "met" if speed_ok else "MISSED"))
+    print("cudafix peak memory: %.1f MiB (target <= %.0f MiB: %s); collect_env peak: %.1f MiB"
+          % (peak, MEMORY_TARGET_MIB, "met" if mem_ok else "MISSED", s_coll["peak_mib"]))
+
+    if args.json_out:
+        with open(args.json_out, "w") as fh:
+            json.dump({"summary": {"cudafix_warm": s_warm, "cudafix_cold": s_cold, "collect_env": s_coll,
+                                   "ratio_warm": ratio_warm, "ratio_cold": ratio_cold},
+                       "runs": {"cudafix_warm": warm, "cudafix_cold": cold, "collect_env": collect}}, fh, indent=1)
+    return 0 if (speed_ok and mem_ok) or not args.check else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

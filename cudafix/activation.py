@@ -1,0 +1,364 @@
+"""The activation plan: which safe fixes `conda activate` applies, its summary line, its cache.
+
+Pipeline (cold path, run by the env's own python from activate.d):
+
+  environment (with any previous cudafix activation undone: :func:`restored_env`)
+    -> probes.take_snapshot -> rules -> findings
+    -> :func:`plan_from_findings`   (safe fixes of scope activation/both, as final values)
+    -> :func:`guard_for`            (what the plan depends on, testable by shell builtins)
+    -> shell code (cudafix.shells.*) printed, and the same code cached per user and env.
+
+The cache is a shell file per env and shell family under
+``<XDG_CACHE_HOME or ~/.cache>/cudafix/activation/<CONDA_PREFIX>.cudafix/activate.<ext>``: the
+prefix is spelled literally in the path so that the activate script finds the file by string
+concatenation, without starting a process.  docs/activation.md describes the protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import sysconfig
+import tempfile
+import time
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from cudafix import shells
+from cudafix.fixes import EnvPatch
+from cudafix.shells import Guard, Plan
+
+# Variables the probes and rules read.  The cache is keyed on their exact values (unset, empty
+# and set are three different keys); the names in a snapshot's ``env`` and the names a plan
+# touches are added to these.
+KEY_VARS = (
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_ROOT",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_CACHE_PATH",
+    "CUDA_CACHE_MAXSIZE",
+    "CUDA_CACHE_DISABLE",
+    "CUDA_FORCE_PTX_JIT",
+    "CUDA_DISABLE_PTX_JIT",
+    "CUDA_MODULE_LOADING",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_MPS_PIPE_DIRECTORY",
+    "NVIDIA_VISIBLE_DEVICES",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_NVML_BASED_CUDA_CHECK",
+    "TORCH_CUDA_ARCH_LIST",
+    "CONDA_OVERRIDE_CUDA",
+    "HOME",
+    "XDG_CACHE_HOME",
+)
+
+# Files and directories whose change may change the plan (mtime of a directory changes when an
+# entry is added, removed or renamed: a conda / pip (un)install, a toolkit added, a relinked
+# /usr/local/cuda, a driver module reloaded).
+SYSTEM_WATCH = ("/usr/local", "/etc/ld.so.cache", "/sys/module/nvidia")
+
+SUMMARY_SEVERITIES = ("error", "warning")
+MAX_WATCH = 32
+
+
+# -- undoing a previous activation (the Python twin of the shells' restore code) ----------------
+
+def restored_env(env: Mapping[str, str]) -> Dict[str, str]:
+    """``env`` as it will be once the shell's restore code has run (see cudafix.shells)."""
+    out = dict(env)
+    names = out.get("_CUDAFIX_VARS")
+    if names is None:
+        return out
+    for name in names.split(" "):
+        if not name or not shells.NAME_RE.match(name):
+            continue
+        old = out.get("_CUDAFIX_OLD_" + name, "")
+        new = out.get("_CUDAFIX_NEW_" + name, "")
+        cur = shells.encode_state(out.get(name))
+        if old and cur == new:
+            if old.startswith("s:"):
+                out[name] = old[2:]
+            else:
+                out.pop(name, None)
+        out.pop("_CUDAFIX_OLD_" + name, None)
+        out.pop("_CUDAFIX_NEW_" + name, None)
+    out.pop("_CUDAFIX_VARS", None)
+    return out
+
+
+# -- the plan -----------------------------------------------------------------------------------
+
+def _is_safe_for_activation(finding) -> bool:
+    fix = finding.fix
+    return bool(fix and fix.auto and fix.scope in ("activation", "both") and fix.env)
+
+
+def _reason(summary: str) -> str:
+    """A safe fix's summary may end with a parenthesised reason: the line shows it."""
+    m = re.search(r"(\([^()]*\))\s*\.?\s*$", summary or "")
+    return m.group(1) if m else ""
+
+
+def _describe(op, before: Mapping[str, str]) -> str:
+    if op.op == "set":
+        return "%s \u2192 %s" % (op.name, op.value or "''")
+    if op.op == "unset":
+        return "%s unset" % op.name
+    if op.op == "prepend-path":
+        return "%s +%s" % (op.name, op.value)
+    if op.op == "remove-path":
+        return "%s \u2212%s" % (op.name, op.value)
+    return op.name
+
+
+def _plural(n: int, word: str) -> str:
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
+    """Apply, in order, the env parts of the safe fixes whose scope includes activation.
+
+    The plan holds final values, so the shells never compute list edits themselves.  Ops on
+    variables activation cannot manage (PATH, CONDA_*, ...) are left out.
+    """
+    cur: Dict[str, str] = dict(env)
+    order: List[str] = []
+    parts: List[str] = []
+    applied = set()
+    for i, f in enumerate(findings):
+        if not _is_safe_for_activation(f):
+            continue
+        ops = tuple(op for op in f.fix.env.ops if shells.manageable(op.name))
+        if not ops:
+            continue
+        before = dict(cur)
+        EnvPatch(ops).apply(cur)
+        changed = [op for op in ops if before.get(op.name) != cur.get(op.name) or ((op.name in before) != (op.name in cur))]
+        if not changed:
+            continue
+        applied.add(i)
+        for op in ops:
+            if op.name not in order:
+                order.append(op.name)
+        desc = ", ".join(_describe(op, before) for op in changed)
+        reason = _reason(f.fix.summary)
+        parts.append(desc + (" " + reason if reason else ""))
+    changes = tuple((n, cur.get(n)) for n in order if (n in cur) != (n in env) or cur.get(n) != env.get(n))
+    counts = {s: 0 for s in SUMMARY_SEVERITIES}
+    for i, f in enumerate(findings):
+        if i not in applied and f.severity in counts:
+            counts[f.severity] += 1
+    tail = [_plural(counts[s], s) for s in SUMMARY_SEVERITIES if counts[s]]
+    summary = None
+    if changes or tail:
+        head = "; ".join([p for p in parts if changes] + ([", ".join(tail)] if tail else []))
+        summary = shells.one_line("cudafix: %s \u2014 cudafix status" % head)
+    return Plan(changes=changes, summary=summary)
+
+
+# -- what the plan depends on -------------------------------------------------------------------
+
+def _site_dirs() -> List[str]:
+    out: List[str] = []
+    for key in ("purelib", "platlib"):
+        try:
+            p = sysconfig.get_paths()[key]
+        except Exception:
+            continue
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def watch_paths(snapshot, prefix: Optional[str], env: Mapping[str, str]) -> List[str]:
+    paths: List[str] = []
+    if prefix:
+        paths.append(os.path.join(prefix, "conda-meta"))
+    paths.extend(_site_dirs())
+    paths.extend(SYSTEM_WATCH)
+    paths.extend(d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d.startswith("/"))
+    if snapshot is not None:
+        try:
+            paths.extend(t.path for t in snapshot.toolkits.toolkits if t.path)
+            if snapshot.driver.libcuda_path:
+                paths.append(snapshot.driver.libcuda_path)
+        except AttributeError:
+            pass
+    seen: List[str] = []
+    for p in paths:
+        if p and p.startswith("/") and p not in seen:
+            seen.append(p)
+    return seen[:MAX_WATCH]
+
+
+def guard_for(env: Mapping[str, str], plan: Plan, snapshot=None, prefix: Optional[str] = None) -> Guard:
+    names: List[str] = list(KEY_VARS)
+    extra: Iterable[str] = ()
+    if snapshot is not None:
+        extra = list(getattr(snapshot, "env", {}) or {})
+    for n in list(extra) + [n for n, _v in plan.changes]:
+        if shells.NAME_RE.match(n) and n not in names:
+            names.append(n)
+    values = tuple((n, env.get(n)) for n in names)
+    newer: List[str] = []
+    absent: List[str] = []
+    for p in watch_paths(snapshot, prefix, env):
+        (newer if os.path.lexists(p) else absent).append(p)
+    return Guard(values=values, newer=tuple(newer), absent=tuple(absent))
+
+
+# -- the cache file -----------------------------------------------------------------------------
+
+def cache_base(env: Mapping[str, str]) -> Optional[str]:
+    """Same choice as the static activate scripts: XDG_CACHE_HOME, else HOME/.cache; else none."""
+    xdg = env.get("XDG_CACHE_HOME", "")
+    if xdg.startswith("/"):
+        return xdg + "/cudafix/activation"
+    home = env.get("HOME", "")
+    if home.startswith("/"):
+        return home + "/.cache/cudafix/activation"
+    return None
+
+
+def prefix_ok(prefix: str) -> bool:
+    if not prefix.startswith("/"):
+        return False
+    return not any(s in prefix for s in ("//", "/./", "/../")) and not prefix.endswith(("/.", "/.."))
+
+
+def cache_file(prefix: str, family: str, env: Mapping[str, str]) -> Optional[str]:
+    base = cache_base(env)
+    if base is None or not prefix_ok(prefix):
+        return None
+    ext = shells.renderer(family).EXT
+    return base + prefix + ".cudafix/activate." + ext
+
+
+def _private_dirs(base: str, leaf: str) -> bool:
+    """Create base..leaf as 0700 dirs owned by us; refuse any that another user could write."""
+    uid = os.getuid()
+    os.makedirs(os.path.dirname(base), exist_ok=True)
+    path = base
+    rel = os.path.relpath(leaf, base)
+    parts = [] if rel == "." else rel.split(os.sep)
+    for i in range(len(parts) + 1):
+        if i:
+            path = os.path.join(path, parts[i - 1])
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        st = os.lstat(path)
+        import stat as _stat
+
+        if not _stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+            return False
+        if st.st_mode & 0o022:
+            os.chmod(path, st.st_mode & ~0o022 & 0o7777)
+    return True
+
+
+def write_cache(path: str, text: str, stamp: float, env: Mapping[str, str]) -> bool:
+    """Write atomically, mode 0600, then date the file ``stamp`` (before the probes ran)."""
+    base = cache_base(env)
+    if base is None:
+        return False
+    d = os.path.dirname(path)
+    if not _private_dirs(base, d):
+        return False
+    fd, tmp = tempfile.mkstemp(prefix=".activate.", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8", "surrogateescape"))
+        os.chmod(tmp, 0o600)
+        os.utime(tmp, (stamp, stamp))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return True
+
+
+def remove_cache(prefix: str, env: Mapping[str, str]) -> List[str]:
+    """Remove this env's cache files (all families) and the now-empty directories above them."""
+    removed: List[str] = []
+    base = cache_base(env)
+    for fam in shells.FAMILIES:
+        p = cache_file(prefix, fam, env)
+        if p and os.path.lexists(p):
+            os.unlink(p)
+            removed.append(p)
+    p = cache_file(prefix, "sh", env)
+    if p and base:
+        d = os.path.dirname(p)
+        while d.startswith(base) and len(d) >= len(base):
+            try:
+                os.rmdir(d)
+            except OSError:
+                break
+            d = os.path.dirname(d)
+    return removed
+
+
+# -- the whole cold path ------------------------------------------------------------------------
+
+def collect(env: Mapping[str, str]):
+    """(snapshot, findings) for this interpreter's environment, seen with ``env``."""
+    from cudafix import probes, rules
+
+    snap = probes.take_snapshot(env=dict(env))
+    return snap, rules.findings(rules.run(snap))
+
+
+def _conda_prefix(env: Mapping[str, str]) -> Optional[str]:
+    """CONDA_PREFIX, spelled as the shell spells it, when it is this interpreter's prefix."""
+    prefix = env.get("CONDA_PREFIX")
+    if not prefix:
+        return None
+    try:
+        if os.path.samefile(prefix, sys.prefix):
+            return prefix
+    except OSError:
+        pass
+    return None
+
+
+def render_activate(shell: str, environ: Optional[Mapping[str, str]] = None, write: bool = False) -> str:
+    """Shell code that (re)activates cudafix's corrections; with ``write``, also cache it."""
+    mod = shells.renderer(shell)
+    environ = os.environ if environ is None else environ
+    env = restored_env(environ)
+    stamp = float(int(time.time()) - 1)  # whole seconds: shells compare mtimes at 1 s resolution
+    try:
+        snap, found = collect(env)
+        plan = plan_from_findings(found, env)
+    except Exception as exc:  # activation must still complete: one line, nothing changed
+        return mod.restore() + mod.skipped("%s: %s" % (type(exc).__name__, exc))
+    if write:
+        prefix = _conda_prefix(env)
+        path = cache_file(prefix, shell, env) if prefix else None
+        if path:
+            try:
+                guard = guard_for(env, plan, snap, prefix)
+                write_cache(path, mod.cache(guard, plan, _version()), stamp, env)
+            except OSError:
+                pass  # no cache: the next activation takes the cold path again
+    return mod.activate(plan)
+
+
+def render_deactivate(shell: str) -> str:
+    return shells.renderer(shell).deactivate()
+
+
+def _version() -> str:
+    from cudafix import __version__
+
+    return __version__

@@ -1,0 +1,125 @@
+"""What-if: replace the probed driver / GPUs of a snapshot (`--assume-driver`, `--assume-gpu`,
+CUDAFIX_ASSUME_DRIVER / CUDAFIX_ASSUME_GPU), like conda's CONDA_OVERRIDE_CUDA for the whole stack.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import List, Mapping, Optional, Sequence, Tuple
+
+from cudafix.knowledge import cuda_driver
+from cudafix.knowledge.gpus import parse_gpu_spec
+from cudafix.snapshot import GPU, Snapshot
+
+VIA_DRIVER = "assumed (--assume-driver)"
+VIA_GPU = "assumed (--assume-gpu)"
+
+ENV_DRIVER = "CUDAFIX_ASSUME_DRIVER"
+ENV_GPU = "CUDAFIX_ASSUME_GPU"
+
+
+class AssumeError(ValueError):
+    """A bad --assume-* value; the message is one line for the user."""
+
+
+def parse_driver(text: str) -> Tuple[str, Optional[int]]:
+    """"580.95.05" -> ("580.95.05", 13000); AssumeError for anything that is not a driver version."""
+    value = str(text).strip()
+    if not cuda_driver.is_driver_version(value):
+        raise AssumeError("--assume-driver %r: not a driver version (e.g. 580.95.05)" % text)
+    return value, cuda_driver.cuda_for_driver(value)
+
+
+def parse_gpus(specs: Sequence[str]) -> List[Tuple[Optional[str], str]]:
+    out = []
+    for spec in specs:
+        try:
+            out.append(parse_gpu_spec(spec))
+        except ValueError as exc:
+            msg = str(exc)
+            raise AssumeError("--assume-gpu %s" % msg if msg.startswith("'") else "--assume-gpu %r: %s" % (spec, msg)) from None
+    return out
+
+
+def visible_indices(env: Mapping[str, str], count: int) -> Tuple[Optional[List[int]], Optional[str]]:
+    """CUDA's view of CUDA_VISIBLE_DEVICES for ``count`` GPUs without UUIDs (facts-driver §5).
+
+    Returns (indices, None), or (None, why) when it cannot be decided (UUID/MIG entries).
+    Unset = all; '' = none; parsing stops at the first invalid entry.
+    """
+    if "CUDA_VISIBLE_DEVICES" not in env:
+        return list(range(count)), None
+    out: List[int] = []
+    for item in env["CUDA_VISIBLE_DEVICES"].split(","):
+        item = item.strip()
+        if re.match(r"^-?\d+$", item):
+            i = int(item)
+            if i < 0 or i >= count or i in out:
+                break
+            out.append(i)
+        elif item.upper().startswith(("GPU-", "MIG-")):
+            return None, "CUDA_VISIBLE_DEVICES names UUIDs, which assumed GPUs do not have"
+        else:
+            break
+    return out, None
+
+
+def apply(snapshot: Snapshot, driver: Optional[str], gpus: Sequence[str]) -> Snapshot:
+    """A NEW snapshot with the driver and/or GPUs replaced; ``snapshot.assumed`` says what was."""
+    new = copy.deepcopy(snapshot)
+    assumed = dict(new.assumed)
+    if driver:
+        version, cuda = parse_driver(driver)
+        d = new.driver
+        assumed["driver"] = {
+            "value": version,
+            "cuda_version": cuda,
+            "replaced": {
+                "kernel_version": d.kernel_version,
+                "libcuda_version": d.libcuda_version,
+                "cuda_version": d.cuda_version,
+                "nvml_version": d.nvml_version,
+            },
+        }
+        d.kernel_version = version
+        d.libcuda_version = version
+        d.nvml_version = version
+        d.cuda_version = cuda
+        for field in ("kernel_version", "libcuda_version", "nvml_version", "cuda_version"):
+            d.found_via[field] = VIA_DRIVER
+            d.unknown.pop(field, None)
+        if cuda is None:
+            d.unknown["cuda_version"] = "driver branch R%d is not in cudafix's driver table" % cuda_driver.driver_branch(version)
+        else:
+            row = cuda_driver.branch_row(version)
+            if row is not None and row.status not in ("primary", "derived"):
+                d.found_via["cuda_version"] = "%s; R%d -> %s is %s" % (
+                    VIA_DRIVER, row.branch, cuda_driver.parse_cuda_int(cuda), row.status)
+    if gpus:
+        parsed = parse_gpus(gpus)
+        assumed["gpus"] = {
+            "values": list(gpus),
+            "replaced": [g.name for g in new.gpus.gpus],
+        }
+        new.gpus.gpus = [
+            GPU(index=i, name=name or "GPU with compute capability %s" % cc, compute_capability=cc, found_via=VIA_GPU)
+            for i, (name, cc) in enumerate(parsed)
+        ]
+        new.gpus.found_via = {"gpus": VIA_GPU}
+        new.gpus.unknown = {}
+        visible, why = visible_indices(new.env, len(parsed))
+        new.gpus.visible = visible
+        if why:
+            new.gpus.unknown["visible"] = why
+        else:
+            new.gpus.found_via["visible"] = "CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in new.env else "all GPUs (CUDA_VISIBLE_DEVICES unset)"
+    new.assumed = assumed
+    return new
+
+
+def from_env(env: Mapping[str, str]) -> Tuple[Optional[str], List[str]]:
+    """(driver, gpus) from CUDAFIX_ASSUME_DRIVER / CUDAFIX_ASSUME_GPU (comma-separated)."""
+    driver = (env.get(ENV_DRIVER) or "").strip() or None
+    gpus = [g.strip() for g in (env.get(ENV_GPU) or "").split(",") if g.strip()]
+    return driver, gpus

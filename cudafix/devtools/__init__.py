@@ -1,0 +1,1 @@
+"""Developer tools (not used at run time): local conda channel builder."""

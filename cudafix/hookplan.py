@@ -1,0 +1,218 @@
+"""The startup hook's cold path: snapshot -> rules -> the in-process plan -> the per-env cache.
+
+_cudafix_startup (stdlib-only, runs in every interpreter) checks a fingerprint against the
+cache this module writes.  When the cache has no fresh entry, the hook calls :func:`cold` at
+``import torch`` -- not at interpreter start: interpreters that never import torch pay only the
+cache check, and torch's own import (seconds) dwarfs the recompute (docs/benchmarks.md).
+``cudafix status`` / activation may call :func:`refresh` to warm it ahead of time.
+
+The recompute never imports torch, never calls cuInit, never touches NVML and never loads
+libcuda (``use_nvml=False, call_driver_api=False``: loading the loader's libcuda.so.1 here would
+pin a wrong forward-compat copy before the preload that repairs it).
+
+What an entry holds (a plan, applied by the hook, filtered at start by CUDAFIX_MODE/SKIP):
+- env corrections: the ops of *safe* (``auto``) fixes whose scope includes the process, on
+  variables read after start (never LD_LIBRARY_PATH / LD_PRELOAD: the loader read them at exec);
+- preloads: the ``Preload`` entries of safe fixes, loaded by absolute path at ``import torch``;
+- warnings: one line per error/warning finding, in two forms (corrected here / not corrected);
+  a finding repaired entirely by setting variables is quiet when corrected (docs/hook.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import _cudafix_startup as hook
+from _cudafix_startup import CudafixWarning  # noqa: F401  (re-exported: cudafix.hookplan.CudafixWarning)
+from cudafix.findings import Finding
+from cudafix.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
+
+MAX_ENTRIES = 16  # fingerprints remembered per env (e.g. two shells with different PATHs)
+WARN_SEVERITIES = ("error", "warning")
+_ENV_OPS = (SET, UNSET, PREPEND_PATH, REMOVE_PATH)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _in_process_ops(f: Finding) -> List[Tuple[str, str, str, Optional[str]]]:
+    fix = f.fix
+    if not (fix and fix.auto and fix.scope in ("process", "both")):
+        return []
+    return [(f.rule, op.op, op.name, op.value) for op in fix.env.ops
+            if op.op in _ENV_OPS and op.name not in hook.LOADER_VARS and op.name]
+
+
+def _preloads(f: Finding) -> List[Tuple[str, str, str]]:
+    fix = f.fix
+    if not (fix and fix.auto):
+        return []
+    # a preload only ever acts in-process, whatever the fix's scope says about its env ops
+    return [(f.rule, p.soname, p.path) for p in fix.preload if os.path.isabs(p.path)]
+
+
+def _describe(ops: Sequence[Tuple[str, str, str, Optional[str]]], preloads: Sequence[Tuple[str, str, str]]) -> str:
+    parts = []
+    for _, op, name, value in ops:
+        parts.append("%s=%s" % (name, value) if op == SET else "%s %s%s" % (op, name, " " + value if value else ""))
+    for _, soname, path in preloads:
+        parts.append("preloaded %s" % path)
+    return "; ".join(parts)
+
+
+def warning_lines(f: Finding, ops, preloads) -> Tuple[bool, str, str]:
+    """(quiet when corrected, line when corrected, line when not) for one finding."""
+    msg = _one_line(f.message).rstrip(".")
+    head = "cudafix [%s]: %s" % (f.rule, msg)
+    done = _describe(ops, preloads)
+    fixed = "%s. Corrected for this process (%s). Run `cudafix status` for the lasting fix." % (head, done) if done else ""
+    advice = _one_line(f.fix.summary).rstrip(".") if f.fix and f.fix.summary else ""
+    unfixed = "%s.%s Run `cudafix status`." % (head, (" Fix: %s." % advice) if advice else "")
+    quiet = bool(ops) and not preloads and len(ops) == len(f.fix.env.ops if f.fix else ())
+    return quiet, fixed or unfixed, unfixed
+
+
+def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath_part: Sequence[str],
+                stats: Sequence[Tuple[str, str]] = (), machine: Optional[Sequence[str]] = None) -> hook.Entry:
+    """The cache entry (plan + fingerprints) for these findings in this environment."""
+    ops: List[Tuple[str, str, str, Optional[str]]] = []
+    preloads: List[Tuple[str, str, str]] = []
+    warns: List[Tuple[str, bool, str, str]] = []
+    seen_paths = set()
+    for f in findings:
+        f_ops = _in_process_ops(f)
+        f_pre = [p for p in _preloads(f) if p[2] not in seen_paths]
+        seen_paths.update(p[2] for p in f_pre)
+        ops.extend(f_ops)
+        preloads.extend(f_pre)
+        if f.severity in WARN_SEVERITIES:
+            quiet, fixed, unfixed = warning_lines(f, f_ops, f_pre)
+            warns.append((f.rule, quiet, fixed, unfixed))
+    machine = list(hook.machine_part() if machine is None else machine)
+    fp = hook.fingerprint(environ, syspath_part, machine)
+    after = dict(environ)
+    for _, op, name, value in ops:
+        try:
+            hook.apply_op(after, op, name, value)
+        except Exception:  # noqa: BLE001 - the same op fails the same way in the hook
+            pass
+    post_fp = hook.fingerprint(after, syspath_part, machine)
+    return hook.Entry(fp, post_fp, stats=stats, ops=ops, preloads=preloads, warns=warns)
+
+
+def depends_on(snapshot, preloads: Sequence[Tuple[str, str, str]] = ()) -> List[Tuple[str, str]]:
+    """Files and dirs (beyond the fingerprint) whose change makes an entry stale."""
+    paths: List[str] = []
+    torch = snapshot.primary_torch
+    if torch is not None and torch.package_dir:
+        paths.append(os.path.join(torch.package_dir, "version.py"))
+    paths.extend(p for _, _, p in preloads)
+    for d in snapshot.libraries.ld_library_path or ():
+        if d and os.path.isabs(d):
+            paths.append(d)  # a library dropped into or removed from an LD_LIBRARY_PATH dir
+    for r in snapshot.libraries.resolutions:
+        if r.resolved and r.expected and r.resolved != r.expected:
+            paths.append(r.resolved)
+    out, seen = [], set()
+    for p in paths:
+        if p not in seen:
+            seen.add(p)
+            out.append((p, hook.stat_sig(p)))
+    return out
+
+
+def snapshot_for_hook(environ: Mapping[str, str]):
+    from cudafix import paths
+    from cudafix.probes import take_snapshot
+
+    return take_snapshot(env=environ, cache_dir=paths.env_cache_dir(sys.prefix, environ),
+                         use_nvml=False, call_driver_api=False)
+
+
+def compute(environ: Optional[Mapping[str, str]] = None, syspath_part: Optional[Sequence[str]] = None,
+            snapshot=None) -> hook.Entry:
+    """Probe, run the rules, and build the entry for the current interpreter."""
+    from cudafix import rules
+
+    environ = os.environ if environ is None else environ
+    if syspath_part is None:
+        syspath_part = hook.path_part()
+    snap = snapshot_for_hook(environ) if snapshot is None else snapshot
+    found = rules.findings(rules.run(snap))
+    entry = build_entry(found, environ, syspath_part)
+    entry.stats = depends_on(snap, entry.preloads)
+    return entry
+
+
+# -- the cache file -------------------------------------------------------------------------
+
+
+def _private_dir(path: str) -> bool:
+    """Create ``path`` (0700) if needed; True if it is ours and not writable by others."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return hook._trusted(os.stat(path), os.geteuid(), True)
+    except OSError:
+        return False
+
+
+def write_entry(cache_path: str, entry: hook.Entry) -> bool:
+    """Put ``entry`` first in the cache file, atomically (tempfile + os.replace).
+
+    Concurrent writers each replace the whole file: the file is always one writer's complete
+    output (an entry of a racing writer may be lost, never mixed).  False when the cache dir
+    is not ours or not writable: then nothing is cached and nothing fails.
+    """
+    d = os.path.dirname(cache_path)
+    if not _private_dir(d):
+        return False
+    old, _ = hook.read_cache(cache_path)
+    entries = [entry] + [e for e in old if e.fp != entry.fp][: MAX_ENTRIES - 1]
+    data = hook.dump_entries(entries)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".%s." % hook.CACHE_FILE, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, cache_path)
+        tmp = None
+        return True
+    except OSError:
+        return False
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def cold(st) -> Optional[hook.Entry]:
+    """Called by the hook at ``import torch`` when the cache had no fresh entry."""
+    t0 = time.perf_counter()
+    entry = compute(os.environ, st.syspath)
+    ms = (time.perf_counter() - t0) * 1000
+    wrote = write_entry(st.cache_path, entry) if st.cache_path else False
+    hook._say(st, "checked the CUDA stack in %.0f ms (%d env corrections, %d preloads, %d findings to report); %s"
+              % (ms, len(entry.ops), len(entry.preloads), len(entry.warns),
+                 "cached in %s" % st.cache_path if wrote else "cache not writable: nothing cached"))
+    return entry
+
+
+def refresh(environ: Optional[Mapping[str, str]] = None, snapshot=None) -> Tuple[Optional[str], hook.Entry]:
+    """Recompute and cache the entry for this interpreter now (``cudafix status``, activation).
+
+    Uses the sys.path part the hook recorded at this process's start when it ran, so the entry
+    matches what the next interpreter of this env computes.  Returns (cache path or None, entry).
+    """
+    environ = os.environ if environ is None else environ
+    st = hook.state
+    syspath_part = st.syspath if st is not None and st.syspath else hook.path_part()
+    entry = compute(environ, syspath_part, snapshot=snapshot)
+    path = os.path.join(hook.cache_dir(sys.prefix, environ), hook.CACHE_FILE)
+    return (path if write_entry(path, entry) else None), entry

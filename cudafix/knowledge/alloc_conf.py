@@ -1,0 +1,250 @@
+"""PYTORCH_CUDA_ALLOC_CONF keys per torch version (facts-torch.md §5a).
+
+"since" versions are inferred from PR dates in the reference, so each key carries a range:
+``earliest`` = the first release that *can* contain it (branch cut after the PR was opened or
+merged) and ``latest`` = the release from which it is known/believed present.  A torch older
+than ``earliest`` certainly rejects the key (that is what :func:`repair` drops); between the two
+it is uncertain and only reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, List, Optional, Tuple
+
+from cudafix.knowledge import (
+    FACTS_TORCH,
+    INFERRED,
+    UNCONFIRMED,
+    major_minor,
+)
+
+S = FACTS_TORCH + " §5a"
+
+
+def _is_int(v: str) -> bool:
+    return bool(re.match(r"^\d+$", v))
+
+
+def _bool(v: str) -> Optional[str]:
+    return None if v in ("True", "False") else "expected True or False (exactly)"
+
+
+def _int_min(minimum: int) -> Callable[[str], Optional[str]]:
+    def check(v: str) -> Optional[str]:
+        if not _is_int(v):
+            return "expected an integer number of MB"
+        if int(v) < minimum:
+            return "must be >= %d" % minimum
+        return None
+    return check
+
+
+def _power_of_two(v: str) -> bool:
+    return _is_int(v) and (int(v) == 0 or int(v) & (int(v) - 1) == 0)
+
+
+def _roundup(v: str) -> Optional[str]:
+    if v.startswith("["):
+        if not v.endswith("]"):
+            return "unterminated list"
+        for item in v[1:-1].split(","):
+            if not item.strip():
+                continue
+            if ":" not in item:
+                return "list items are SIZE:DIVISIONS"
+            size, div = (p.strip() for p in item.split(":", 1))
+            if size != ">" and not _is_int(size):
+                return "bad interval %r" % size
+            if not _power_of_two(div):
+                return "divisions %r is not a power of 2" % div
+        return None
+    return None if _power_of_two(v) else "expected a power of 2 (or a [SIZE:DIV,...] list)"
+
+
+def _gc(v: str) -> Optional[str]:
+    try:
+        f = float(v)
+    except ValueError:
+        return "expected a number in (0.0, 1.0)"
+    return None if 0.0 < f < 1.0 else "garbage_collection_threshold must be in (0.0, 1.0)"
+
+
+def _backend(v: str) -> Optional[str]:
+    return None if v in ("native", "cudaMallocAsync") else "options are native and cudaMallocAsync"
+
+
+def _float(v: str) -> Optional[str]:
+    try:
+        float(v)
+    except ValueError:
+        return "expected a number"
+    return None
+
+
+def _pos_int(v: str) -> Optional[str]:
+    return None if _is_int(v) and int(v) > 0 else "expected an integer > 0"
+
+
+def _p2(v: str) -> Optional[str]:
+    return None if _is_int(v) and int(v) > 0 and _power_of_two(v) else "expected a power of 2"
+
+
+@dataclasses.dataclass(frozen=True)
+class AllocKey:
+    name: str
+    values: str  # for humans
+    validate: Callable[[str], Optional[str]]  # value -> None (ok) or why it is bad
+    earliest: Optional[str]  # first release that can have it (None: unknown)
+    latest: Optional[str]  # release from which it is believed present (None: unknown)
+    source: str
+    status: str
+    removed_earliest: Optional[str] = None  # first release that can lack it again
+    removed_latest: Optional[str] = None  # release from which it is certainly gone
+
+
+ALLOC_KEYS: Tuple[AllocKey, ...] = (
+    AllocKey("max_split_size_mb", "int MB >= 20", _int_min(20), "1.9", "1.10",
+             "PR #44742; AllocatorConfig.cpp parseMaxSplitSize; " + S, UNCONFIRMED),
+    AllocKey("roundup_power2_divisions", "power of 2, or [SIZE:DIV,...,>:DIV] (2.0+)", _roundup, "1.12", "1.12",
+             "PR #74213 (list form PR #87290 -> 2.0); " + S, INFERRED),
+    AllocKey("garbage_collection_threshold", "float in (0.0, 1.0)", _gc, "1.12", "1.12",
+             "PR #74261; " + S, INFERRED),
+    AllocKey("roundup_bypass_threshold_mb", "int MB", _int_min(0), "2.0", "2.0",
+             "PR #85940; absent from pytorch@01f9ef32 / @065861fb key lists; " + S, INFERRED,
+             removed_earliest="2.1", removed_latest="2.9"),
+    AllocKey("backend", "native | cudaMallocAsync", _backend, "2.0", "2.0",
+             "PR #82682; pytorch@01f9ef32 c10/cuda/CUDAAllocatorConfig.cpp; " + S, INFERRED),
+    AllocKey("expandable_segments", "True | False", _bool, "2.1", "2.1",
+             "PR #96995; 2.0.x 'Unrecognized CachingAllocator option: expandable_segments' (user reports); " + S, INFERRED),
+    AllocKey("release_lock_on_cudamalloc", "True | False", _bool, "2.2", "2.3",
+             "PR #108367 (opened after the 2.1 cut); " + S, INFERRED),
+    AllocKey("pinned_use_cuda_host_register", "True | False", _bool, "2.2", "2.3",
+             "PR #108488; " + S, INFERRED),
+    AllocKey("pinned_num_register_threads", "power of 2", _p2, "2.2", "2.3",
+             "PR #108488; " + S, INFERRED),
+    AllocKey("pinned_use_background_threads", "True | False", _bool, "2.5", "2.6",
+             "PR #135524 (2024-09-09); " + S, INFERRED),
+    AllocKey("max_non_split_rounding_mb", "int MB >= 20", _int_min(20), "2.5", "2.6",
+             "PR #136174 (2024-09-16); " + S, INFERRED),
+    AllocKey("per_process_memory_fraction", "float", _float, "2.9", "2.10",
+             "PR #161035 (opened 2025-08-20); " + S, INFERRED),
+    AllocKey("graph_capture_record_stream_reuse", "True | False", _bool, None, None,
+             "present in pytorch@01f9ef32 CUDAAllocatorConfig.cpp (>= 2.9 era); " + S, UNCONFIRMED),
+    AllocKey("pinned_reserve_segment_size_mb", "int > 0", _pos_int, None, None,
+             "present in pytorch@01f9ef32 CUDAAllocatorConfig.cpp (>= 2.9 era); " + S, UNCONFIRMED),
+)
+
+_KEYS = {k.name: k for k in ALLOC_KEYS}
+
+# The key lists read in the reference (pytorch@065861fb, @01f9ef32) are complete up to about this
+# release; a key unknown to cudafix on a newer torch may be a new key, so it is only "uncertain".
+KEYS_COMPLETE_UNTIL = "2.10"
+
+UNKNOWN_KEY = "unknown-key"  # no torch version knows it
+NOT_YET = "not-in-this-version"  # the key exists only in newer torch
+REMOVED = "removed"  # the key was removed before this version
+BAD_VALUE = "bad-value"
+MALFORMED = "malformed"
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    key: str
+    kind: str  # UNKNOWN_KEY | NOT_YET | REMOVED | BAD_VALUE | MALFORMED
+    reason: str  # one line, names the rule applied
+    certain: bool  # False when the version boundary is only inferred
+    source: str = S
+
+
+def error_text(key: str, torch_version: str) -> str:
+    """The error this torch prints for an unknown key (facts-torch §5a)."""
+    if major_minor(torch_version) >= (2, 9):
+        return "Unrecognized key '%s' in CUDA allocator config." % key
+    return "Unrecognized CachingAllocator option: %s" % key
+
+
+def split_conf(value: str) -> List[Tuple[str, Optional[str]]]:
+    """"a:1,b:[x:1,>:2]" -> [("a", "1"), ("b", "[x:1,>:2]")]; spaces dropped like torch's lexer."""
+    text = re.sub(r"\s+", "", value or "")
+    items: List[str] = []
+    depth, cur = 0, ""
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth = max(0, depth - 1)
+        if ch == "," and depth == 0:
+            items.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    items.append(cur)
+    out: List[Tuple[str, Optional[str]]] = []
+    for item in items:
+        if not item:
+            continue
+        if ":" in item:
+            k, v = item.split(":", 1)
+            out.append((k, v))
+        else:
+            out.append((item, None))
+    return out
+
+
+def _v(s: Optional[str]) -> Tuple[int, ...]:
+    return major_minor(s) if s else ()
+
+
+def check_alloc_conf(value: str, torch_version: str) -> List[Problem]:
+    """Problems this torch has with a PYTORCH_CUDA_ALLOC_CONF value (empty list: fine)."""
+    tv = major_minor(torch_version)
+    problems: List[Problem] = []
+    for key, val in split_conf(value):
+        spec = _KEYS.get(key)
+        if spec is None:
+            certain = tv <= _v(KEYS_COMPLETE_UNTIL)
+            problems.append(Problem(key, UNKNOWN_KEY, "no torch release up to %s knows the key %r; torch %s %s: %s"
+                                    % (KEYS_COMPLETE_UNTIL, key, torch_version, "fails with" if certain else "may fail with",
+                                       error_text(key, torch_version)), certain))
+            continue
+        if spec.earliest and tv < _v(spec.earliest):
+            problems.append(Problem(key, NOT_YET, "%s exists only from torch %s on; torch %s fails with: %s"
+                                    % (key, spec.earliest, torch_version, error_text(key, torch_version)), True, spec.source))
+            continue
+        if spec.latest and tv < _v(spec.latest):
+            problems.append(Problem(key, NOT_YET, "%s appeared in torch %s or %s (not confirmed which); torch %s may reject it"
+                                    % (key, spec.earliest, spec.latest, torch_version), False, spec.source))
+            continue
+        if spec.removed_latest and tv >= _v(spec.removed_latest):
+            problems.append(Problem(key, REMOVED, "%s is gone by torch %s; torch %s fails with: %s"
+                                    % (key, spec.removed_latest, torch_version, error_text(key, torch_version)), True, spec.source))
+            continue
+        if spec.removed_earliest and tv >= _v(spec.removed_earliest):
+            problems.append(Problem(key, REMOVED, "%s was removed between torch %s and %s (not confirmed when); torch %s may reject it"
+                                    % (key, spec.removed_earliest, spec.removed_latest, torch_version), False, spec.source))
+            continue
+        if val is None or val == "":
+            problems.append(Problem(key, MALFORMED, "%s has no value (expected %s:<%s>)" % (key, key, spec.values), True, spec.source))
+            continue
+        why = spec.validate(val)
+        if why is None and key == "roundup_power2_divisions" and val.startswith("[") and tv < (2, 0):
+            why = "the [SIZE:DIV,...] list form needs torch 2.0+"
+        if why:
+            problems.append(Problem(key, BAD_VALUE, "%s:%s is invalid: %s" % (key, val, why), True, spec.source))
+    return problems
+
+
+def repair(value: str, torch_version: str) -> Optional[str]:
+    """``value`` without the keys this torch certainly rejects as unknown; None if nothing to drop.
+
+    Only whole keys this torch does not know are dropped (never a bad value of a known key:
+    that needs the user).  An empty result means "unset the variable".
+    """
+    drop = {p.key for p in check_alloc_conf(value, torch_version)
+            if p.certain and p.kind in (UNKNOWN_KEY, NOT_YET, REMOVED)}
+    if not drop:
+        return None
+    kept = [(k, v) for k, v in split_conf(value) if k not in drop]
+    return ",".join(k if v is None else "%s:%s" % (k, v) for k, v in kept)

@@ -1,0 +1,41 @@
+"""Where cudafix keeps its caches.
+
+Never a place another user can write (DESIGN constraint 6): the env prefix when we own it,
+else the user's cache dir.  Callers must still treat every cache as untrusted input.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Mapping, Optional
+
+
+def user_cache_dir(env: Optional[Mapping[str, str]] = None) -> str:
+    """$XDG_CACHE_HOME/cudafix or ~/.cache/cudafix (no HOME: a per-uid dir under /tmp)."""
+    env = os.environ if env is None else env
+    xdg = env.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "cudafix")
+    home = env.get("HOME")
+    if home and os.path.isabs(home):
+        return os.path.join(home, ".cache", "cudafix")
+    return os.path.join("/tmp", "cudafix-%d" % os.getuid())
+
+
+_M61 = (1 << 61) - 1
+
+
+def env_key(prefix: str) -> str:
+    """A short stable key for one Python environment (its sys.prefix).
+
+    Computed with builtins only (no hashlib): the startup hook (_cudafix_startup.env_key)
+    computes the same key at interpreter start, where hashlib is not loaded.
+    """
+    n = int.from_bytes(os.path.realpath(prefix).encode("utf-8", "surrogateescape"), "little") % _M61
+    return "%016x" % (n * 0x9E3779B97F4A7C15 % _M61)
+
+
+def env_cache_dir(prefix: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> str:
+    """Per-environment cache dir: <user cache>/envs/<key of sys.prefix>."""
+    return os.path.join(user_cache_dir(env), "envs", env_key(prefix or sys.prefix))

@@ -1,0 +1,163 @@
+"""The environment variables CUDA and torch read, and the driver's JIT (PTX -> SASS) cache.
+
+Only variables that are set are recorded; an empty value is kept as "" (distinct from unset:
+``CUDA_VISIBLE_DEVICES=''`` means *no GPU*).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Mapping, Optional, Tuple
+
+from cudafix.snapshot import JitCache
+
+# Variables read by the CUDA driver/runtime (NVIDIA "CUDA Environment Variables", facts-driver.md
+# §5), by torch (facts-torch.md §5), by the dynamic loader, and by conda activation.
+VARIABLES = (
+    "LD_LIBRARY_PATH", "LD_PRELOAD",
+    "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR", "CUDACXX",
+    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+    "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_MODULE_DATA_LOADING",
+    "CUDA_CACHE_DISABLE", "CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE",
+    "CUDA_FORCE_PTX_JIT", "CUDA_FORCE_JIT", "CUDA_DISABLE_PTX_JIT", "CUDA_DISABLE_JIT",
+    "CUDA_FORCE_PRELOAD_LIBRARIES", "CUDA_MANAGED_FORCE_DEVICE_ALLOC",
+    "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_DEVICE_MAX_COPY_CONNECTIONS", "CUDA_LOG_FILE",
+    "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY",
+    "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
+    "PYTORCH_NVML_BASED_CUDA_CHECK", "PYTORCH_NO_CUDA_MEMORY_CACHING",
+    "TORCH_CUDA_ARCH_LIST", "TORCH_USE_CUDA_DSA", "TORCH_USE_RTLD_GLOBAL", "TORCH_EXTENSIONS_DIR",
+    "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_LIBCUDA_PATH",
+    "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+    "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "CONDA_SHLVL", "CONDA_OVERRIDE_CUDA", "VIRTUAL_ENV",
+)
+# Any other variable with these prefixes is recorded too (CUDA reads more than it documents).
+PREFIXES = ("CUDA_", "CUDAFIX_", "PYTORCH_CUDA_")
+
+# CUDA_CACHE_MAXSIZE (facts-driver.md §5, NVIDIA "CUDA Environment Variables"):
+# maximum 4294967296 (4 GiB) in every edition.  Default: 268435456 (256 MiB) in the older
+# Programming Guide table; the current page says 1073741824 (1 GiB) on desktop/server and
+# 256 MiB on embedded.  Which driver release changed it is UNCONFIRMED, so the effective default
+# recorded here is the floor both editions guarantee, 256 MiB, with the alternative noted.
+CACHE_MAX_BYTES = 4294967296
+CACHE_DEFAULT_BYTES = 268435456
+CACHE_DEFAULT_NOTE = ("driver default: 256 MiB in older CUDA docs, 1 GiB on desktop/server in current ones "
+                      "(change point unconfirmed); 256 MiB assumed")
+MAX_CACHE_FILES = 200000
+
+
+def collect_env(env: Mapping[str, str]) -> Dict[str, str]:
+    """The set CUDA/torch variables (empty values kept), sorted by name."""
+    out = {}
+    for k in sorted(env):
+        if k in VARIABLES or k.startswith(PREFIXES):
+            out[k] = env[k]
+    return out
+
+
+def parse_cache_maxsize(value: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
+    """(effective bytes, None) or (None, reason).  None value -> the driver default (see above)."""
+    if value is None:
+        return CACHE_DEFAULT_BYTES, None
+    text = value.strip()
+    if not text.isdigit():
+        return None, "CUDA_CACHE_MAXSIZE=%r is not a byte count" % value
+    n = int(text)
+    return min(n, CACHE_MAX_BYTES), None
+
+
+def parse_flag(value: Optional[str]) -> Optional[bool]:
+    """CUDA's 0/1 switches: unset/"0" -> False, a non-zero integer -> True, anything else -> None."""
+    if value is None:
+        return False
+    text = value.strip()
+    if text.lstrip("-").isdigit():
+        return int(text) != 0
+    return None
+
+
+def _nearest_existing(path: str) -> str:
+    p = os.path.abspath(path)
+    for _ in range(64):
+        if os.path.exists(p):
+            return p
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
+def dir_size(path: str, max_files: int = MAX_CACHE_FILES) -> Tuple[Optional[int], Optional[str]]:
+    """Bytes used under ``path`` (no symlinks followed; at most ``max_files`` files)."""
+    total = 0
+    count = 0
+    stack = [path]
+    while stack:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError as exc:
+            if d == path:
+                return None, "%s: %s" % (path, exc.strerror or exc)
+            continue
+        with it:
+            for de in it:
+                count += 1
+                if count > max_files:
+                    return None, "more than %d entries under %s; not counted" % (max_files, path)
+                try:
+                    if de.is_dir(follow_symlinks=False):
+                        stack.append(de.path)
+                    elif de.is_file(follow_symlinks=False):
+                        total += de.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+    return total, None
+
+
+def probe_jit_cache(env: Mapping[str, str], home: Optional[str] = None) -> JitCache:
+    jc = JitCache()
+    path = env.get("CUDA_CACHE_PATH")
+    if path:
+        jc.path = path
+    else:
+        home = home or env.get("HOME") or os.path.expanduser("~")
+        if home and home != "~":
+            jc.path = os.path.join(home, ".nv", "ComputeCache")
+        else:
+            jc.unknown["path"] = "no CUDA_CACHE_PATH and no HOME"
+
+    size, why = parse_cache_maxsize(env.get("CUDA_CACHE_MAXSIZE"))
+    if size is None:
+        jc.unknown["maxsize"] = why or "unknown"
+    else:
+        jc.maxsize = size
+        if "CUDA_CACHE_MAXSIZE" in env:
+            jc.maxsize_via = "CUDA_CACHE_MAXSIZE"
+            if int(env["CUDA_CACHE_MAXSIZE"].strip()) > CACHE_MAX_BYTES:
+                jc.unknown["maxsize_clamped"] = "CUDA_CACHE_MAXSIZE above the 4 GiB maximum; 4 GiB used"
+        else:
+            jc.maxsize_via = "driver default"
+            jc.unknown["maxsize_default"] = CACHE_DEFAULT_NOTE
+
+    disabled = parse_flag(env.get("CUDA_CACHE_DISABLE"))
+    if disabled is None:
+        jc.unknown["disabled"] = "CUDA_CACHE_DISABLE=%r is not 0/1" % env.get("CUDA_CACHE_DISABLE")
+    else:
+        jc.disabled = disabled
+
+    if jc.path:
+        if os.path.isdir(jc.path):
+            jc.writable = os.access(jc.path, os.W_OK | os.X_OK)
+            jc.used_bytes, why = dir_size(jc.path)
+            if why:
+                jc.unknown["used_bytes"] = why
+        else:
+            parent = _nearest_existing(jc.path)
+            if os.path.exists(jc.path):
+                jc.writable = False
+                jc.unknown["used_bytes"] = "%s is not a directory" % jc.path
+            else:
+                jc.writable = os.path.isdir(parent) and os.access(parent, os.W_OK | os.X_OK)
+                jc.used_bytes = 0
+    return jc

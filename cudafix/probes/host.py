@@ -1,0 +1,73 @@
+"""The host: OS, kernel release, glibc, machine — plus small I/O helpers the probes share.
+
+The helpers never raise for a missing or unreadable file: they return ``(None, reason)`` so a
+probe can record the reason under ``unknown``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import platform
+from typing import Dict, Optional, Tuple
+
+# Files the probes read as text are small (version files, /proc entries, metadata).  Anything
+# larger is read only up to this many bytes: a bogus multi-GB "version.json" must not stall us.
+MAX_TEXT_BYTES = 1 << 20
+
+
+def describe_oserror(exc: BaseException) -> str:
+    """One short line for an OSError (symlink loops named as such)."""
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ELOOP:
+            return "symlink loop"
+        if exc.errno == errno.ENOENT:
+            return "does not exist"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return "permission denied"
+        if exc.strerror:
+            return exc.strerror.lower()
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+def read_text(path: str, limit: int = MAX_TEXT_BYTES) -> Tuple[Optional[str], Optional[str]]:
+    """(text, None) or (None, reason).  Decodes UTF-8 with replacement; reads at most ``limit``."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit)
+    except (OSError, ValueError) as exc:
+        return None, "%s: %s" % (path, describe_oserror(exc))
+    return data.decode("utf-8", "replace"), None
+
+
+def join_root(root: str, path: str) -> str:
+    """``path`` (absolute) under an injectable root directory ("/" in production)."""
+    if not root or root == "/":
+        return path
+    return os.path.join(root, path.lstrip("/"))
+
+
+def glibc_version() -> Optional[str]:
+    try:
+        value = os.confstr("CS_GNU_LIBC_VERSION")  # "glibc 2.36"
+    except (AttributeError, ValueError, OSError):
+        return None
+    if not value:
+        return None
+    parts = value.split()
+    return parts[-1] if parts and parts[0] == "glibc" else value
+
+
+def probe_host() -> Dict[str, str]:
+    """os, kernel (release), glibc, machine; keys whose value is unknown are left out."""
+    info = {}  # type: Dict[str, str]
+    uname = platform.uname()
+    info["os"] = uname.system.lower() or "unknown"
+    if uname.release:
+        info["kernel"] = uname.release
+    if uname.machine:
+        info["machine"] = uname.machine
+    glibc = glibc_version()
+    if glibc:
+        info["glibc"] = glibc
+    return info

@@ -1,0 +1,364 @@
+"""CUDA toolkits (nvcc + headers) wherever they are, conda CUDA packages, pip nvidia-* wheels.
+
+Sources: ``/usr/local/cuda*``, ``CUDA_HOME``, ``CUDA_PATH``, ``nvcc`` on PATH, the conda prefix.
+``cuda_home`` mirrors ``torch.utils.cpp_extension._find_cuda_home`` (anchors.md §B3):
+CUDA_HOME or CUDA_PATH (in that order) -> ``which nvcc``/../.. -> /usr/local/cuda (if it exists).
+
+Version of a toolkit, cheapest first: version.json ("cuda" -> "version", CUDA >= 11.1),
+version.txt ("CUDA Version X.Y.Z", older), ``#define CUDA_VERSION`` in include/cuda.h, the conda
+record of cuda-nvcc when the toolkit is the conda prefix, and only then ``nvcc --version``
+(bounded by a timeout).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from cudafix.probes.host import describe_oserror, read_text
+from cudafix.snapshot import CondaPackage, PythonDist, Toolkit, ToolkitInfo
+
+NVCC_TIMEOUT_S = 10.0
+MAX_USR_LOCAL_ENTRIES = 256
+MAX_CONDA_META_FILES = 5000
+
+# conda packages that say something about the CUDA stack (exact names + prefixes).
+CONDA_NAMES = frozenset((
+    "cudatoolkit", "cudatoolkit-dev", "cudnn", "nccl", "cutensor", "magma", "magma-cuda",
+    "pytorch", "pytorch-cuda", "pytorch-mutex", "pytorch-gpu", "pytorch-cpu", "libtorch",
+    "torchvision", "torchaudio", "cpuonly", "triton", "cupy", "nvidia-ml-py", "__cuda",
+))
+CONDA_PREFIXES = ("cuda-", "libcu", "libnv", "nvidia-")
+
+_CUDA_H_RE = re.compile(r"^\s*#\s*define\s+CUDA_VERSION\s+(\d+)\s*$", re.M)
+_VERSION_TXT_RE = re.compile(r"CUDA Version\s+(\d+\.\d+(?:\.\d+)*)")
+_NVCC_RE = re.compile(r"release\s+(\d+\.\d+),\s*V(\d+\.\d+(?:\.\d+)*)")
+_VERSION_RE = re.compile(r"^\d+\.\d+(?:\.\d+)*$")
+
+
+# -- pure parsers -------------------------------------------------------------------------------
+
+
+def parse_version_json(text: str) -> Optional[str]:
+    """CUDA toolkit version.json: {"cuda": {"name": "CUDA SDK", "version": "12.1.1"}, ...}."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    cuda = data.get("cuda")
+    ver = cuda.get("version") if isinstance(cuda, dict) else None
+    return ver if isinstance(ver, str) and _VERSION_RE.match(ver) else None
+
+
+def parse_version_txt(text: str) -> Optional[str]:
+    """Older toolkits' version.txt: "CUDA Version 10.2.89"."""
+    m = _VERSION_TXT_RE.search(text)
+    return m.group(1) if m else None
+
+
+def parse_cuda_h(text: str) -> Optional[str]:
+    """``#define CUDA_VERSION 13000`` (1000*major + 10*minor) -> "13.0"."""
+    m = _CUDA_H_RE.search(text)
+    if not m:
+        return None
+    v = int(m.group(1))
+    if v < 1000:
+        return None
+    return "%d.%d" % (v // 1000, (v % 1000) // 10)
+
+
+def parse_nvcc_version(text: str) -> Optional[str]:
+    """`nvcc --version`: "Cuda compilation tools, release 13.0, V13.0.88" -> "13.0.88"."""
+    m = _NVCC_RE.search(text)
+    return m.group(2) if m else None
+
+
+def parse_conda_record_filename(filename: str) -> Optional[Tuple[str, str, str]]:
+    """"pytorch-1.10.0-py3.8_cuda11.3_cudnn8.2.0_0.json" -> (name, version, build)."""
+    if not filename.endswith(".json"):
+        return None
+    parts = filename[: -len(".json")].rsplit("-", 2)
+    if len(parts) != 3 or not all(parts):
+        return None
+    return parts[0], parts[1], parts[2]
+
+
+def short_channel(record: Mapping) -> str:
+    """Channel name from a conda-meta record: "schannel", else the channel URL without its subdir."""
+    sch = record.get("schannel")
+    if isinstance(sch, str) and sch:
+        return sch
+    ch = record.get("channel")
+    if not isinstance(ch, str) or not ch:
+        return ""
+    ch = ch.rstrip("/")
+    parts = ch.split("/")
+    if parts and re.match(r"^(noarch|linux-\w+|osx-\w+|win-\w+)$", parts[-1]):
+        parts = parts[:-1]
+    if "://" in ch:
+        # https://conda.anaconda.org/pytorch -> pytorch ; https://repo.anaconda.com/pkgs/main -> pkgs/main
+        tail = parts[3:] if len(parts) > 3 else parts[-1:]
+        return "/".join(tail)
+    return "/".join(parts)
+
+
+def parse_conda_record(text: str, filename: str = "") -> Optional[CondaPackage]:
+    """One ``conda-meta/<name>-<version>-<build>.json`` prefix record -> CondaPackage."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    from_name = parse_conda_record_filename(os.path.basename(filename)) if filename else None
+    name = data.get("name") or (from_name[0] if from_name else None)
+    version = data.get("version") or (from_name[1] if from_name else None)
+    build = data.get("build") or data.get("build_string") or (from_name[2] if from_name else "")
+    if not isinstance(name, str) or not isinstance(version, str):
+        return None
+    depends = data.get("depends")
+    return CondaPackage(
+        name=name,
+        version=version,
+        build=build if isinstance(build, str) else "",
+        channel=short_channel(data),
+        depends=[d for d in depends if isinstance(d, str)] if isinstance(depends, list) else [],
+        found_via="conda-meta/%s" % os.path.basename(filename) if filename else "conda-meta",
+    )
+
+
+def is_cuda_related_conda(name: str) -> bool:
+    return name in CONDA_NAMES or name.startswith(CONDA_PREFIXES)
+
+
+# -- I/O ----------------------------------------------------------------------------------------
+
+
+def read_conda_records(prefix: str, wanted=is_cuda_related_conda) -> Tuple[List[CondaPackage], Dict[str, str]]:
+    """CUDA-related records of ``<prefix>/conda-meta`` (only the wanted names are parsed)."""
+    meta = os.path.join(prefix, "conda-meta")
+    unknown = {}  # type: Dict[str, str]
+    try:
+        names = sorted(os.listdir(meta))[:MAX_CONDA_META_FILES]
+    except OSError as exc:
+        return [], {"conda_packages": "%s: %s" % (meta, describe_oserror(exc))}
+    out = []
+    for fn in names:
+        parsed = parse_conda_record_filename(fn)
+        if not parsed or not wanted(parsed[0]):
+            continue
+        text, why = read_text(os.path.join(meta, fn), 64 << 20)
+        if text is None:
+            unknown[fn] = why or "unreadable"
+            continue
+        rec = parse_conda_record(text, fn)
+        if rec is None:
+            unknown[fn] = "not a conda prefix record (bad JSON)"
+            continue
+        out.append(rec)
+    return out, unknown
+
+
+def _stat_reason(path: str) -> Optional[str]:
+    """None when ``path`` is a directory we can use, else why not (symlink loops named)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return describe_oserror(exc)
+    return None if stat.S_ISDIR(st.st_mode) else "not a directory"
+
+
+def run_nvcc_version(nvcc: str, timeout: float = NVCC_TIMEOUT_S) -> Tuple[Optional[str], Optional[str]]:
+    try:
+        out = subprocess.run([nvcc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return None, "`%s --version` timed out after %.0f s" % (nvcc, timeout)
+    except OSError as exc:
+        return None, "cannot run %s: %s" % (nvcc, describe_oserror(exc))
+    text = out.stdout.decode("utf-8", "replace")
+    ver = parse_nvcc_version(text)
+    return (ver, None) if ver else (None, "`%s --version` printed no release line" % nvcc)
+
+
+def read_toolkit(path: str, run_nvcc: bool = True, conda_nvcc: Optional[CondaPackage] = None) -> Toolkit:
+    """Version and nvcc of the toolkit rooted at ``path`` (recorded, never raised)."""
+    real = os.path.realpath(path)
+    tk = Toolkit(path=real)
+    why = _stat_reason(path)
+    if why:
+        tk.unknown = "%s: %s" % (path, why)
+        return tk
+    nvcc = os.path.join(real, "bin", "nvcc")
+    if os.path.isfile(nvcc) and os.access(nvcc, os.X_OK):
+        tk.nvcc = nvcc
+    notes = []
+    text, _ = read_text(os.path.join(real, "version.json"))
+    if text is not None:
+        ver = parse_version_json(text)
+        if ver:
+            tk.version, tk.found_via = ver, os.path.join(real, "version.json")
+            return tk
+        notes.append("version.json has no cuda.version")
+    text, _ = read_text(os.path.join(real, "version.txt"), 4096)
+    if text is not None:
+        ver = parse_version_txt(text)
+        if ver:
+            tk.version, tk.found_via = ver, os.path.join(real, "version.txt")
+            return tk
+        notes.append("version.txt has no 'CUDA Version'")
+    headers = [os.path.join(real, "include", "cuda.h")]
+    try:
+        for t in sorted(os.listdir(os.path.join(real, "targets")))[:8]:
+            headers.append(os.path.join(real, "targets", t, "include", "cuda.h"))
+    except OSError:
+        pass
+    for h in headers:
+        text, _ = read_text(h, 256 * 1024)
+        if text is not None:
+            ver = parse_cuda_h(text)
+            if ver:
+                tk.version, tk.found_via = ver, "%s (CUDA_VERSION)" % h
+                return tk
+            notes.append("%s has no CUDA_VERSION" % h)
+    if conda_nvcc is not None:
+        tk.version, tk.found_via = conda_nvcc.version, conda_nvcc.found_via
+        return tk
+    if tk.nvcc and run_nvcc:
+        ver, why = run_nvcc_version(tk.nvcc)
+        if ver:
+            tk.version, tk.found_via = ver, "%s --version" % tk.nvcc
+            return tk
+        notes.append(why or "nvcc gave no version")
+    tk.unknown = "no toolkit version found in %s (%s)" % (real, "; ".join(notes) or "no version.json, version.txt, include/cuda.h or bin/nvcc")
+    return tk
+
+
+def find_cuda_home(env: Mapping[str, str], usr_local: str = "/usr/local") -> Tuple[Optional[str], Optional[str]]:
+    """What torch.utils.cpp_extension would pick as CUDA_HOME, and via what."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(var):  # `os.environ.get('CUDA_HOME') or ...`: an empty value falls through
+            return env[var], var
+    nvcc = shutil.which("nvcc", path=env.get("PATH", ""))
+    if nvcc:
+        return os.path.dirname(os.path.dirname(nvcc)), "PATH nvcc"
+    default = os.path.join(usr_local, "cuda")
+    if os.path.exists(default):
+        return default, "/usr/local/cuda"
+    return None, None
+
+
+def _usr_local_candidates(usr_local: str) -> Tuple[List[str], Dict[str, str]]:
+    unknown = {}
+    try:
+        names = sorted(n for n in os.listdir(usr_local) if n.startswith("cuda"))[:MAX_USR_LOCAL_ENTRIES]
+    except OSError as exc:
+        return [], {usr_local: describe_oserror(exc)}
+    out = []
+    for n in names:
+        p = os.path.join(usr_local, n)
+        why = _stat_reason(p)
+        if why:
+            unknown[p] = why
+            continue
+        out.append(p)
+    return out, unknown
+
+
+def list_nvidia_wheels(sys_path: List[str]) -> List[PythonDist]:
+    """pip ``nvidia-*`` and ``cuda-toolkit`` distributions on sys_path (name + version from the dir name)."""
+    from cudafix.probes.torch_build import iter_dist_dirs
+
+    out = []
+    seen = set()
+    for d in iter_dist_dirs(sys_path):
+        if not (d.name.startswith("nvidia-") or d.name in ("cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "cuda-python")):
+            continue
+        key = (d.name, d.version, d.location)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(PythonDist(name=d.name, version=d.version, location=d.location,
+                              origin=d.installer_origin(), found_via=d.path))
+    return out
+
+
+def probe_toolkits(env: Optional[Mapping[str, str]] = None, prefix: Optional[str] = None,
+                   sys_path: Optional[List[str]] = None, usr_local: str = "/usr/local",
+                   run_nvcc: bool = True) -> ToolkitInfo:
+    env = os.environ if env is None else env
+    info = ToolkitInfo()
+
+    # conda packages of the env
+    conda_nvcc = None
+    if prefix and os.path.isdir(os.path.join(prefix, "conda-meta")):
+        pkgs, unk = read_conda_records(prefix)
+        info.conda_packages = pkgs
+        info.found_via["conda_packages"] = os.path.join(prefix, "conda-meta")
+        for k, v in unk.items():
+            info.unknown["conda-meta/" + k if not k.startswith("conda") else k] = v
+        conda_nvcc = next((p for p in pkgs if p.name == "cuda-nvcc"), None)
+    elif prefix:
+        info.found_via["conda_packages"] = "not a conda env (no %s)" % os.path.join(prefix, "conda-meta")
+
+    # candidate toolkit roots, each with the names it was seen under
+    candidates = []  # type: List[Tuple[str, str]]
+    roots, unk = _usr_local_candidates(usr_local)
+    for k, v in unk.items():
+        info.unknown[k] = v
+    candidates += [(p, p) for p in roots]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        val = env.get(var)
+        if val is None:
+            continue
+        if not val:
+            info.unknown[var] = "%s is set but empty" % var
+            continue
+        why = _stat_reason(val)
+        if why:
+            info.unknown[var] = "%s=%s: %s" % (var, val, why)
+            continue
+        candidates.append((val, var))
+    nvcc = shutil.which("nvcc", path=env.get("PATH", ""))
+    if nvcc:
+        candidates.append((os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "PATH nvcc"))
+        info.found_via["nvcc"] = nvcc
+    else:
+        info.unknown["nvcc"] = "no nvcc on PATH"
+    if prefix and conda_nvcc is not None:
+        candidates.append((prefix, "conda"))
+
+    by_real = {}  # type: Dict[str, Toolkit]
+    for path, source in candidates:
+        real = os.path.realpath(path)
+        tk = by_real.get(real)
+        if tk is None:
+            use_conda = conda_nvcc if prefix and real == os.path.realpath(prefix) else None
+            tk = read_toolkit(path, run_nvcc=run_nvcc, conda_nvcc=use_conda)
+            by_real[real] = tk
+            info.toolkits.append(tk)
+        if source not in tk.sources:
+            tk.sources.append(source)
+
+    home, via = find_cuda_home(env, usr_local)
+    info.cuda_home, info.cuda_home_via = home, via
+    if home is None:
+        info.unknown["cuda_home"] = "no CUDA_HOME/CUDA_PATH, no nvcc on PATH, no %s" % os.path.join(usr_local, "cuda")
+
+    if sys_path is not None:
+        info.nvidia_wheels = list_nvidia_wheels(sys_path)
+    return info
+
+
+__all__ = [
+    "parse_version_json", "parse_version_txt", "parse_cuda_h", "parse_nvcc_version",
+    "parse_conda_record", "parse_conda_record_filename", "read_conda_records", "read_toolkit",
+    "find_cuda_home", "probe_toolkits", "list_nvidia_wheels",
+]

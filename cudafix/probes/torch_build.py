@@ -1,0 +1,367 @@
+"""Every torch (and torchvision) on a sys.path, read as text — torch is never imported.
+
+Per sys.path entry (in order, so the first is the one ``import torch`` picks):
+- the package dir ``torch/`` and its ``version.py`` (``__version__``, ``cuda``, ``hip``,
+  ``git_version``), parsed with ``ast`` (never executed);
+- the ``torch-*.dist-info`` / ``*.egg-info`` metadata (Version, Requires-Dist, INSTALLER);
+- the env's ``conda-meta/pytorch-<ver>-<build>.json`` record (build string, channel, depends);
+- the device code in ``torch/lib/libtorch_cuda*.so`` (via cudafix.probes.fatbin.scan_fatbin).
+
+Metadata without a package dir (a half-removed install) is listed after the real installs, so
+``Snapshot.primary_torch`` stays the one ``import torch`` would load.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import re
+from typing import Dict, Iterator, List, Optional, Tuple
+
+from cudafix.probes.host import read_text
+from cudafix.snapshot import ArchCoverage, CondaPackage, PythonDist, TorchBuild, TorchvisionBuild
+
+MAX_SYS_PATH = 256
+MAX_DIR_ENTRIES = 100000
+
+# CUDA libraries that carry torch's device code, newest layout first.  torch < 1.13 split
+# libtorch_cuda into libtorch_cuda_cu / libtorch_cuda_cpp for a while; linalg is separate since 1.12.
+TORCH_CUDA_LIBS = (
+    "libtorch_cuda.so",
+    "libtorch_cuda_cu.so",
+    "libtorch_cuda_cpp.so",
+    "libtorch_cuda_linalg.so",
+    "libcaffe2_nvrtc.so",
+)
+# libcaffe2_nvrtc.so has no device code; it is listed to show it is not scanned.
+_NO_DEVICE_CODE = frozenset(("libcaffe2_nvrtc.so",))
+
+
+def normalize_name(name: str) -> str:
+    """PEP 503 normalisation: "Nvidia_CUBLAS" -> "nvidia-cublas"."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclasses.dataclass
+class DistDir:
+    name: str  # normalized
+    version: str
+    path: str  # the .dist-info / .egg-info path
+    location: str  # the sys.path entry holding it
+
+    def installer(self) -> Optional[str]:
+        if not self.path.endswith(".dist-info"):
+            return None
+        text, _ = read_text(os.path.join(self.path, "INSTALLER"), 256)
+        return text.strip() if text and text.strip() else None
+
+    def installer_origin(self) -> str:
+        inst = self.installer()
+        if inst is None:
+            return "unknown"
+        return "conda" if inst.lower() == "conda" else "pip"
+
+
+def parse_dist_dirname(dirname: str) -> Optional[Tuple[str, str]]:
+    """"torch-2.14.1+cu130.dist-info" -> ("torch", "2.14.1+cu130");
+    "torch-1.10.0-py3.8.egg-info" -> ("torch", "1.10.0")."""
+    for suffix in (".dist-info", ".egg-info"):
+        if dirname.endswith(suffix):
+            stem = dirname[: -len(suffix)]
+            break
+    else:
+        return None
+    parts = stem.split("-")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        return None
+    return normalize_name(parts[0]), parts[1]
+
+
+def iter_dist_dirs(sys_path: List[str]) -> Iterator[DistDir]:
+    """Every *.dist-info / *.egg-info on sys_path, in sys.path order (cheap: names only)."""
+    seen = set()
+    for entry in sys_path[:MAX_SYS_PATH]:
+        loc = os.path.abspath(entry) if entry else os.getcwd()
+        if loc in seen:
+            continue
+        seen.add(loc)
+        try:
+            it = os.scandir(loc)
+        except OSError:
+            continue
+        names = []
+        with it:
+            for i, de in enumerate(it):
+                if i >= MAX_DIR_ENTRIES:
+                    break
+                if de.name.endswith((".dist-info", ".egg-info")):
+                    names.append(de.name)
+        for n in sorted(names):
+            parsed = parse_dist_dirname(n)
+            if parsed:
+                yield DistDir(parsed[0], parsed[1], os.path.join(loc, n), loc)
+
+
+# -- pure parsers -------------------------------------------------------------------------------
+
+
+def parse_version_py(text: str) -> Dict[str, object]:
+    """Literal top-level assignments of a version.py (``x = 'a'``, ``cuda: Optional[str] = '13.0'``).
+
+    Never executes anything: values that are not literals are skipped.
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    out = {}  # type: Dict[str, object]
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if not isinstance(target, ast.Name):
+            continue
+        try:
+            out[target.id] = ast.literal_eval(value)
+        except (ValueError, SyntaxError, TypeError):
+            continue
+    return out
+
+
+def parse_metadata(text: str) -> Dict[str, List[str]]:
+    """RFC 822 header block of METADATA / PKG-INFO -> {header: [values]} (body ignored)."""
+    out = {}  # type: Dict[str, List[str]]
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        if line[0] in " \t":
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            out.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+def cuda_from_int(value: int) -> Optional[str]:
+    """11030 -> "11.3" (torchvision's runtime ``cuda`` / CUDA_VERSION encoding)."""
+    if value < 1000:
+        return None
+    return "%d.%d" % (value // 1000, (value % 1000) // 10)
+
+
+def cuda_from_local_version(version: str) -> Optional[str]:
+    """"0.11.0+cu113" -> "11.3"; "2.14.1+cu130" -> "13.0"; "+cpu"/no local part -> None."""
+    m = re.search(r"\+cu(\d{2,3})\b", version)
+    if not m:
+        return None
+    digits = m.group(1)
+    return "%s.%s" % (digits[:-1], digits[-1])
+
+
+def cuda_from_conda_build(build: str) -> Optional[str]:
+    """pytorch channel "py3.8_cuda11.3_cudnn8.2.0_0" -> "11.3"; conda-forge "cuda126_mkl_py312_h.._300"
+    -> "12.6"; torchvision "py38_cu113" -> "11.3"; cpu builds -> None."""
+    m = re.search(r"(?:^|_)cuda(\d+\.\d+)(?:_|$)", build)
+    if m:
+        return m.group(1)
+    m = re.search(r"(?:^|_)cuda?(\d{2,3})(?:_|py|$)", build)
+    if m:
+        d = m.group(1)
+        return "%s.%s" % (d[:-1], d[-1])
+    return None
+
+
+def _base_version(v: str) -> str:
+    return v.split("+", 1)[0]
+
+
+# -- I/O ----------------------------------------------------------------------------------------
+
+
+def _read_dist(d: DistDir) -> Tuple[PythonDist, Optional[str]]:
+    """PythonDist from a dist-info/egg-info; second item: why the metadata could not be read."""
+    meta_file = os.path.join(d.path, "METADATA" if d.path.endswith(".dist-info") else "PKG-INFO")
+    if d.path.endswith(".egg-info") and os.path.isfile(d.path):
+        meta_file = d.path  # an egg-info *file* is the PKG-INFO itself
+    text, why = read_text(meta_file, 4 << 20)
+    dist = PythonDist(name=d.name, version=d.version, location=d.location, found_via=d.path)
+    dist.origin = d.installer_origin()
+    if text is None:
+        return dist, why
+    headers = parse_metadata(text)
+    if headers.get("Version"):
+        dist.version = headers["Version"][0]
+    dist.requires = list(headers.get("Requires-Dist", []))
+    if not dist.requires and d.path.endswith(".egg-info") and os.path.isdir(d.path):
+        req, _ = read_text(os.path.join(d.path, "requires.txt"), 1 << 20)
+        if req:
+            dist.requires = [ln.strip() for ln in req.splitlines() if ln.strip() and not ln.startswith("[")]
+    return dist, None
+
+
+def _apply_conda(dist: PythonDist, records: List[CondaPackage], names: Tuple[str, ...]) -> Optional[CondaPackage]:
+    base = _base_version(dist.version)
+    for rec in records:
+        if rec.name in names and _base_version(rec.version) == base:
+            dist.origin = "conda"
+            dist.conda_build = rec.build
+            dist.conda_channel = rec.channel or None
+            dist.requires = list(rec.depends) or dist.requires
+            dist.found_via = "%s; %s" % (dist.found_via, rec.found_via) if dist.found_via else rec.found_via
+            return rec
+    return None
+
+
+def _scan_arch(package_dir: str, cache_dir: Optional[str]) -> Tuple[List[ArchCoverage], Optional[str]]:
+    libdir = os.path.join(package_dir, "lib")
+    libs = [os.path.join(libdir, n) for n in TORCH_CUDA_LIBS if n not in _NO_DEVICE_CODE and os.path.isfile(os.path.join(libdir, n))]
+    if not libs:
+        return [], "no libtorch_cuda*.so in %s" % libdir
+    try:
+        from cudafix.probes.fatbin import scan_fatbin  # type: ignore
+    except Exception as exc:
+        return [], "fatbin scanner unavailable: %s: %s" % (type(exc).__name__, exc)
+    out = []
+    for lib in libs:
+        try:
+            out.append(scan_fatbin(lib, cache_dir=cache_dir))
+        except Exception as exc:  # the scanner must not raise, but never trust that here
+            out.append(ArchCoverage(library=lib, unknown="scan_fatbin raised %s: %s" % (type(exc).__name__, exc)))
+    return out, None
+
+
+def _find_installs(sys_path: List[str], pkg: str) -> List[Tuple[str, Optional[str], List[DistDir]]]:
+    """[(location, package_dir or None, [dist dirs])] for ``pkg``; real installs first, in order."""
+    real, orphans = [], []
+    seen = set()
+    for entry in sys_path[:MAX_SYS_PATH]:
+        loc = os.path.abspath(entry) if entry else os.getcwd()
+        if loc in seen:
+            continue
+        seen.add(loc)
+        pkg_dir = os.path.join(loc, pkg)
+        has_pkg = os.path.isdir(pkg_dir) and (
+            os.path.isfile(os.path.join(pkg_dir, "__init__.py")) or os.path.isfile(os.path.join(pkg_dir, "version.py")))
+        dists = [d for d in iter_dist_dirs([loc]) if d.name == pkg]
+        if has_pkg:
+            real.append((loc, pkg_dir, dists))
+        elif dists:
+            orphans.append((loc, None, dists))
+    return real + orphans
+
+
+def _conda_records(prefix: Optional[str]) -> List[CondaPackage]:
+    if not prefix or not os.path.isdir(os.path.join(prefix, "conda-meta")):
+        return []
+    from cudafix.probes.toolkits import read_conda_records
+
+    recs, _ = read_conda_records(prefix, wanted=lambda n: n in ("pytorch", "torch", "libtorch", "torchvision"))
+    return recs
+
+
+def probe_torch(sys_path: List[str], prefix: Optional[str] = None, cache_dir: Optional[str] = None,
+                scan_arch: bool = True, conda_records: Optional[List[CondaPackage]] = None) -> List[TorchBuild]:
+    records = _conda_records(prefix) if conda_records is None else conda_records
+    out = []
+    for loc, pkg_dir, dists in _find_installs(sys_path, "torch"):
+        vp = {}  # type: Dict[str, object]
+        vp_why = None
+        if pkg_dir:
+            text, vp_why = read_text(os.path.join(pkg_dir, "version.py"), 1 << 20)
+            if text is not None:
+                vp = parse_version_py(text)
+                if not vp:
+                    vp_why = "%s: no literal assignments" % os.path.join(pkg_dir, "version.py")
+        if not dists:
+            dists_read = [(PythonDist(name="torch", version=str(vp.get("__version__") or ""), location=loc,
+                                      found_via="%s/version.py (no dist metadata)" % pkg_dir), "no torch-*.dist-info or *.egg-info in %s" % loc)]
+        else:
+            dists_read = [_read_dist(d) for d in dists]
+        for dist, dist_why in dists_read:
+            tb = TorchBuild(dist=dist, package_dir=pkg_dir)
+            _apply_conda(dist, records, ("pytorch", "torch", "libtorch"))
+            if dist_why:
+                tb.unknown["dist"] = dist_why
+            if pkg_dir is None:
+                tb.unknown["package_dir"] = "metadata without a torch/ package next to it (%s)" % loc
+            elif vp_why:
+                tb.unknown["version"] = vp_why
+            else:
+                vpath = os.path.join(pkg_dir, "version.py")
+                ver = vp.get("__version__")
+                if isinstance(ver, str):
+                    tb.version = ver
+                    tb.found_via["version"] = vpath
+                else:
+                    tb.unknown["version"] = "%s has no __version__" % vpath
+                for key in ("cuda", "hip", "git_version"):
+                    if key in vp:
+                        val = vp[key]
+                        setattr(tb, key, None if val is None else str(val))
+                        tb.found_via[key] = vpath
+                    else:
+                        tb.unknown[key] = "%s has no literal %s" % (vpath, key)
+            if pkg_dir and scan_arch and (tb.cuda or tb.unknown.get("cuda")):
+                tb.arch, why = _scan_arch(pkg_dir, cache_dir)
+                if why:
+                    tb.unknown["arch"] = why
+            elif pkg_dir and scan_arch:
+                tb.found_via["arch"] = "not scanned: CPU%s build (version.py cuda is None)" % ("/ROCm" if tb.hip else "")
+            out.append(tb)
+    return out
+
+
+def probe_torchvision(sys_path: List[str], prefix: Optional[str] = None,
+                      conda_records: Optional[List[CondaPackage]] = None) -> List[TorchvisionBuild]:
+    records = _conda_records(prefix) if conda_records is None else conda_records
+    out = []
+    for loc, pkg_dir, dists in _find_installs(sys_path, "torchvision"):
+        vp = {}  # type: Dict[str, object]
+        vp_why = None
+        if pkg_dir:
+            text, vp_why = read_text(os.path.join(pkg_dir, "version.py"), 1 << 20)
+            vp = parse_version_py(text) if text is not None else {}
+        pairs = [_read_dist(d) for d in dists] or [
+            (PythonDist(name="torchvision", version=str(vp.get("__version__") or ""), location=loc,
+                        found_via="%s/version.py (no dist metadata)" % pkg_dir), "no torchvision dist metadata in %s" % loc)]
+        for dist, dist_why in pairs:
+            tv = TorchvisionBuild(dist=dist, package_dir=pkg_dir)
+            rec = _apply_conda(dist, records, ("torchvision",))
+            if dist_why:
+                tv.unknown["dist"] = dist_why
+            if pkg_dir is None:
+                tv.unknown["package_dir"] = "metadata without a torchvision/ package next to it (%s)" % loc
+            elif vp_why:
+                tv.unknown["version"] = vp_why
+            vpath = os.path.join(pkg_dir, "version.py") if pkg_dir else ""
+            ver = vp.get("__version__")
+            if isinstance(ver, str):
+                tv.version = ver
+                tv.found_via["version"] = vpath
+            elif "version" not in tv.unknown and pkg_dir:
+                tv.unknown["version"] = "%s has no __version__" % vpath
+            cuda = vp.get("cuda")
+            if isinstance(cuda, int) and not isinstance(cuda, bool):
+                tv.cuda, tv.found_via["cuda"] = cuda_from_int(cuda), vpath
+            elif isinstance(cuda, str):
+                tv.cuda, tv.found_via["cuda"] = cuda, vpath
+            elif tv.version and cuda_from_local_version(tv.version):
+                tv.cuda, tv.found_via["cuda"] = cuda_from_local_version(tv.version), "local version of %s" % tv.version
+            elif rec is not None and cuda_from_conda_build(rec.build):
+                tv.cuda, tv.found_via["cuda"] = cuda_from_conda_build(rec.build), "conda build string %s" % rec.build
+            elif tv.version and ("+cpu" in tv.version or (rec is not None and "cpu" in rec.build)):
+                tv.found_via["cuda"] = "CPU build (%s)" % (tv.version if "+cpu" in tv.version else rec.build if rec else "")
+            else:
+                # torchvision's version.py computes `cuda` at import from its _C extension.
+                tv.unknown["cuda"] = "not recorded as text (torchvision sets version.cuda at import time)"
+            for req in dist.requires:
+                name = re.split(r"[\s=<>!~;\[(]", req, 1)[0]
+                if normalize_name(name) in ("torch", "pytorch"):
+                    tv.requires_torch = req
+                    break
+            out.append(tv)
+    return out

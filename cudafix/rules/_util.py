@@ -1,0 +1,196 @@
+"""Small pure helpers shared by the rule modules (no I/O, Python 3.8+)."""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from cudafix.findings import OK, PROBLEM, UNKNOWN, Outcome
+from cudafix.snapshot import GPU, Snapshot, TorchBuild
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+def ok(message: str, *evidence: str, subject: str = "") -> Outcome:
+    return Outcome(OK, message, tuple(e for e in evidence if e), subject=subject)
+
+
+def unknown(message: str, *evidence: str, subject: str = "") -> Outcome:
+    return Outcome(UNKNOWN, message, tuple(e for e in evidence if e), subject=subject)
+
+
+def problem(message: str, evidence: Sequence[str], fix=None, severity: Optional[str] = None, subject: str = "") -> Outcome:
+    return Outcome(PROBLEM, message, tuple(e for e in evidence if e), fix=fix, severity=severity, subject=subject)
+
+
+def vtuple(text: Optional[str]) -> Tuple[int, ...]:
+    """"12.1.105" -> (12, 1, 105); "2.4.1+cu121" -> (2, 4, 1); junk -> ()."""
+    out = []
+    for part in str(text or "").split("+", 1)[0].strip().split("."):
+        m = re.match(r"^(\d+)", part)
+        if not m:
+            break
+        out.append(int(m.group(1)))
+        if m.group(1) != part:
+            break
+    return tuple(out)
+
+
+def major_minor(text: Optional[str]) -> Optional[Tuple[int, int]]:
+    t = vtuple(text)
+    if not t:
+        return None
+    return (t + (0,))[0], (t + (0, 0))[1]
+
+
+def mm_str(mm: Tuple[int, int]) -> str:
+    return "%d.%d" % mm
+
+
+def base_version(v: Optional[str]) -> str:
+    """"2.14.1+cu130" -> "2.14.1"."""
+    return str(v or "").split("+", 1)[0].strip()
+
+
+def fmt_bytes(n: Optional[int]) -> str:
+    if n is None:
+        return "unknown size"
+    if n >= GIB and n % GIB == 0:
+        return "%d GiB" % (n // GIB)
+    if n >= GIB:
+        return "%.1f GiB" % (n / float(GIB))
+    if n >= MIB:
+        return "%d MiB" % int(round(n / float(MIB)))
+    if n >= 1024:
+        return "%d KiB" % int(round(n / 1024.0))
+    return "%d bytes" % n
+
+
+def torch_label(t: TorchBuild) -> str:
+    """"torch 2.14.1+cu130" (version.py first, else the distribution version)."""
+    return "torch %s" % (t.version or t.dist.version)
+
+
+def torch_cuda_mm(t: TorchBuild) -> Optional[Tuple[int, int]]:
+    return major_minor(t.cuda) if t.cuda else None
+
+
+def gpu_label(g: GPU) -> str:
+    cc = ""
+    if g.compute_capability:
+        mm = major_minor(g.compute_capability)
+        cc = " (sm_%d%d)" % mm if mm else " (CC %s)" % g.compute_capability
+    return "GPU%d %s%s" % (g.index, g.name, cc)
+
+
+def env_value(snap: Snapshot, name: str) -> Optional[str]:
+    """The variable's value, None when unset ('' is a value: set and empty)."""
+    return snap.env.get(name)
+
+
+def python_mm(snap: Snapshot) -> Optional[str]:
+    mm = major_minor(snap.python.version)
+    return mm_str(mm) if mm else None
+
+
+def driver_cuda_int(snap: Snapshot) -> Tuple[Optional[int], str]:
+    """The CUDA version the driver supports (cuDriverGetVersion encoding) and how it is known.
+
+    cuDriverGetVersion when probed; else derived from the kernel module / libcuda version and
+    the branch table (knowledge.cuda_driver), saying so.
+    """
+    d = snap.driver
+    if d.cuda_version:
+        via = d.found_via.get("cuda_version") or "cuDriverGetVersion"
+        return d.cuda_version, via
+    version = d.kernel_version or d.libcuda_version
+    if not version:
+        return None, ""
+    try:
+        from cudafix.knowledge import cuda_driver
+    except ImportError:  # pragma: no cover - knowledge package is part of cudafix
+        return None, ""
+    row = cuda_driver.branch_row(version)
+    if row is not None:
+        return row.cuda, "driver branch R%d table (%s)" % (row.branch, row.status)
+    lower = cuda_driver.cuda_at_least_for_driver(version)
+    if lower is not None:
+        return lower, "at least, from the newest known branch below %s" % version
+    return None, ""
+
+
+def cuda_int_str(v: int) -> str:
+    return "%d.%d" % (v // 1000, (v % 1000) // 10)
+
+
+def driver_version(snap: Snapshot) -> Optional[str]:
+    return snap.driver.kernel_version or snap.driver.libcuda_version
+
+
+def compute_caps(gpus: Sequence[GPU]) -> List[str]:
+    return [g.compute_capability for g in gpus if g.compute_capability]
+
+
+def unique(seq: Sequence[str]) -> List[str]:
+    seen: List[str] = []
+    for s in seq:
+        if s not in seen:
+            seen.append(s)
+    return seen
+
+
+def recommend_commands(snap: Snapshot, gpus: Optional[Sequence[GPU]] = None) -> Tuple[Tuple[str, ...], List[str]]:
+    """Exact install commands of a torch build fitting driver + every GPU + Python (remedy.recommend).
+
+    Returns (commands, notes); no commands and a note saying why when nothing fits.
+    """
+    try:
+        from cudafix import remedy
+    except ImportError as exc:  # pragma: no cover - remedy ships with cudafix
+        return (), ["no install command: cudafix.remedy unavailable (%s)" % exc]
+    dcuda, _ = driver_cuda_int(snap)
+    gl = list(gpus) if gpus is not None else snap.visible_gpus()
+    ccs = unique(compute_caps(gl))
+    t = snap.primary_torch
+    py = python_mm(snap)
+    if not py:
+        return (), ["no install command: the env's Python version is unknown"]
+    try:
+        rec = remedy.recommend(
+            driver_cuda=dcuda,
+            ccs=ccs,
+            python=py,
+            conda=bool(snap.python.conda_prefix),
+            current_torch=base_version(t.version or t.dist.version) if t else None,
+            driver_version=driver_version(snap),
+        )
+    except Exception as exc:  # remedy must never take a rule down
+        return (), ["no install command: remedy failed (%s: %s)" % (type(exc).__name__, exc)]
+    if rec is None:
+        gaps = []
+        try:
+            gaps = remedy.driver_gap(dcuda, ccs)
+        except Exception:
+            pass
+        if gaps:
+            return (), ["no torch build helps: the driver (CUDA %s) predates %s; upgrade the driver first" % (
+                cuda_int_str(dcuda) if dcuda else "?", ", ".join("CC %s (first supported by CUDA %s)" % g for g in gaps))]
+        return (), ["no official torch build fits this driver, GPU(s) %s and Python %s" % (", ".join(ccs) or "?", py)]
+    return tuple(rec.commands), list(rec.notes)
+
+
+def parse_int(text: Optional[str]) -> Optional[int]:
+    if text is None:
+        return None
+    t = text.strip()
+    if re.match(r"^[+-]?\d+$", t):
+        return int(t)
+    return None
+
+
+def first_dict_value(d: Dict[str, str], *keys: str) -> Optional[str]:
+    for k in keys:
+        if d.get(k):
+            return d[k]
+    return None

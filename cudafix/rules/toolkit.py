@@ -1,0 +1,113 @@
+"""Toolkit rules: the CUDA toolkit extension builds would use vs torch's CUDA (anchors.md §B3, §C F9)."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, List, Optional
+
+from cudafix.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.fixes import SET, EnvOp, EnvPatch, Fix
+from cudafix.rules._util import major_minor, mm_str, ok, problem, unknown
+from cudafix.snapshot import Snapshot, Toolkit
+
+
+def _same(a: str, b: str) -> bool:
+    return os.path.normpath(a) == os.path.normpath(b)
+
+
+def _toolkit_at(snap: Snapshot, path: str) -> Optional[Toolkit]:
+    for tk in snap.toolkits.toolkits:
+        if _same(tk.path, path):
+            return tk
+    real = [tk for tk in snap.toolkits.toolkits if tk.found_via and _same(tk.found_via, path)]
+    return real[0] if real else None
+
+
+def _matching(snap: Snapshot, want) -> List[Toolkit]:
+    """Installed toolkits whose major.minor is ``want``, best first (conda env, then versioned dirs)."""
+    found = [tk for tk in snap.toolkits.toolkits if tk.version and major_minor(tk.version) == want and not tk.unknown]
+    prefix = snap.python.conda_prefix or ""
+
+    def rank(tk: Toolkit):
+        in_env = bool(prefix) and (_same(tk.path, prefix) or tk.path.startswith(prefix.rstrip("/") + "/"))
+        has_nvcc = bool(tk.nvcc)
+        versioned = os.path.basename(tk.path.rstrip("/")).startswith("cuda-")
+        return (not has_nvcc, not in_env, not versioned, tk.path)
+
+    return sorted(found, key=rank)
+
+
+def check_cuda_home(snap: Snapshot) -> Iterable[Outcome]:
+    t = snap.primary_torch
+    if t is None or not t.cuda:
+        return [ok("no CUDA torch build: no extension toolkit to match", subject="CUDA_HOME")]
+    want = major_minor(t.cuda)
+    if want is None:
+        return [unknown("torch.version.cuda %r unreadable" % t.cuda, subject="CUDA_HOME")]
+    tks = snap.toolkits
+    if not tks.cuda_home:
+        why = tks.unknown.get("cuda_home")
+        if why:
+            return [unknown("which toolkit extension builds would use is unknown", why, subject="CUDA_HOME")]
+        return [ok("no CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda): nothing to mismatch; extension builds would need one", subject="CUDA_HOME")]
+    home = tks.cuda_home
+    via = tks.cuda_home_via or "?"
+    tk = _toolkit_at(snap, home)
+    if tk is None or not tk.version:
+        why = (tk.unknown if tk else None) or "no version.json / version.txt / nvcc version recorded for it"
+        return [unknown("toolkit %s (via %s): version unknown" % (home, via), why, subject="CUDA_HOME")]
+    have = major_minor(tk.version)
+    if have is None:
+        return [unknown("toolkit %s version %r unreadable" % (home, tk.version), subject="CUDA_HOME")]
+    if have == want:
+        return [ok("extension builds use CUDA %s at %s (via %s), as torch %s" % (tk.version, home, via, t.version or t.dist.version), subject="CUDA_HOME")]
+    major = have[0] != want[0]
+    ev = [
+        "torch.utils.cpp_extension picks CUDA_HOME, then CUDA_PATH, then nvcc on PATH, then /usr/local/cuda: here %s via %s" % (home, via),
+        "that toolkit is CUDA %s (%s); torch %s was built with CUDA %s" % (tk.version, tk.found_via or tk.path, t.version or t.dist.version, t.cuda),
+        ("a different CUDA major: cpp_extension raises RuntimeError and extension builds fail" if major
+         else "same major, different minor: cpp_extension only warns"),
+    ]
+    matches = _matching(snap, want)
+    if matches:
+        target = matches[0].path
+        ev.append("an installed toolkit matches torch's CUDA %s: %s (%s)" % (mm_str(want), target, matches[0].version))
+        # Safe: CUDA_HOME is read only by build tools (cpp_extension, setup.py of CUDA extensions);
+        # pointing it at an installed toolkit of torch's exact CUDA major.minor turns a failing (or
+        # warned) extension build into a matching one and changes nothing torch loads at runtime.
+        fix = Fix(
+            summary="set CUDA_HOME=%s (CUDA %s, as torch)" % (target, mm_str(want)),
+            auto=True,
+            env=EnvPatch((EnvOp(SET, "CUDA_HOME", target),)),
+            scope="both",
+        )
+    else:
+        ev.append("no installed toolkit has CUDA %s" % mm_str(want))
+        cmds = ()
+        if snap.python.conda_prefix:
+            cmds = ("conda install -c nvidia cuda-nvcc=%s" % mm_str(want), 'export CUDA_HOME="$CONDA_PREFIX"')
+        fix = Fix(summary="install a CUDA %s toolkit (nvcc) and point CUDA_HOME at it" % mm_str(want), commands=cmds)
+    msg = "CUDA_HOME toolkit %s (CUDA %s) does not match torch's CUDA %s%s" % (
+        home, mm_str(have), mm_str(want), ": extension builds fail" if major else "")
+    return [problem(msg, ev, fix=fix, severity=ERROR if major else WARNING, subject="CUDA_HOME")]
+
+
+RULES = (
+    Rule(
+        id="cuda-home-mismatch",
+        severity=ERROR,
+        title="The toolkit extension builds use (CUDA_HOME / CUDA_PATH / nvcc) differs from torch's CUDA",
+        check=check_cuda_home,
+        auto=True,
+        cause="torch came with its own CUDA runtime (pip wheel or conda), but torch.utils.cpp_extension compiles extensions with the toolkit it finds first: CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda. When that toolkit's major differs from torch.version.cuda, builds fail; a different minor only warns. Error for a major mismatch (extension builds), warning for a minor one.",
+        symptoms=(
+            "RuntimeError: The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.1). Please make sure to use the same CUDA versions.",
+            "The detected CUDA version (12.4) has a minor version mismatch with the version that was used to compile PyTorch (12.1). Most likely this shouldn't be a problem.",
+            "Cuda extensions are being compiled with a version of Cuda that does not match the version used to compile Pytorch binaries.",
+        ),
+        evidence_used="torch.version.cuda; the toolkit cpp_extension would pick and how (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda) with its version.json / version.txt; the other installed toolkits",
+        fix_text="automatic when a toolkit of torch's exact CUDA major.minor is installed: CUDA_HOME is set to it (e.g. /usr/local/cuda-11.3 for torch 1.10.0+cu113). Otherwise install one (conda: cuda-nvcc of torch's CUDA) and point CUDA_HOME at it.",
+        sources=("vllm-project/vllm#1453", "pytorch/pytorch#73047", "pytorch/pytorch#136845", "ghostpad/ghostpad#9",
+                 "torch/utils/cpp_extension.py (_find_cuda_home, _check_cuda_version)"),
+    ),
+)
