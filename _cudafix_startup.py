@@ -484,10 +484,10 @@ class TorchFinder(object):
         pass
 
     def remove(self):
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
+        # Rebind, never mutate: importlib is iterating over the current list right now, and
+        # removing our item from it would make that loop skip the finder after us.
+        if any(f is self for f in sys.meta_path):
+            sys.meta_path = [f for f in sys.meta_path if f is not self]
 
 
 def _is_import():

@@ -15,8 +15,6 @@ import functools
 import json
 import os
 import sys
-import tempfile
-import traceback
 from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 import click
@@ -95,6 +93,8 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
             raise
         except Exception as exc:  # cudafix itself could not run
             if os.environ.get("CUDAFIX_DEBUG") == "1":
+                import traceback
+
                 traceback.print_exc()
             fail("cudafix failed: %s: %s (CUDAFIX_DEBUG=1 shows where)" % (type(exc).__name__, exc))
 
@@ -173,6 +173,27 @@ def _assume_values(driver: Optional[str], gpus: Sequence[str]) -> Tuple[Optional
     return (driver or env_driver), (list(gpus) or env_gpus)
 
 
+def _validate_assume(driver: Optional[str], gpus: Optional[Sequence[str]], given_as: str) -> None:
+    """Reject a bad --assume-* value (or $CUDAFIX_ASSUME_*) before anything is probed."""
+    if not driver and not gpus:
+        return
+    try:
+        from cudafix import assume
+    except ImportError:
+        raise BadInput("--assume-driver / --assume-gpu are not available in this cudafix build") from None
+    try:
+        if driver:
+            assume.parse_driver(driver)
+        if gpus:
+            assume.parse_gpus(list(gpus))
+    except assume.AssumeError as exc:
+        msg = str(exc)
+        for opt in ("--assume-driver", "--assume-gpu"):
+            if msg.startswith(opt) and not given_as.startswith("--"):
+                msg = given_as + msg[len(opt):]
+        raise BadInput(msg) from None
+
+
 def _apply_assume(snap: Snapshot, driver: Optional[str], gpus: Sequence[str]) -> Snapshot:
     if not driver and not gpus:
         return snap
@@ -231,6 +252,8 @@ def analyse(opts: Dict[str, Any], run_rules: bool = True) -> Tuple[Snapshot, str
         sys.exit(EXIT_OK)
     selected = select_rules(opts.get("only", ()), opts.get("skip", ())) if run_rules else ()
     driver, gpus = _assume_values(opts.get("assume_driver"), opts.get("assume_gpu", ()))
+    _validate_assume(driver, None, opts.get("assume_driver") and "--assume-driver" or "$CUDAFIX_ASSUME_DRIVER")
+    _validate_assume(None, gpus, opts.get("assume_gpu") and "--assume-gpu" or "$CUDAFIX_ASSUME_GPU")
     if opts.get("python"):
         _check_python(opts["python"])
     snap, origin = load_snapshot(opts.get("from_file"), opts.get("example"), opts.get("python"))
@@ -284,6 +307,8 @@ def check(strict: bool, as_json: bool, **opts: Any) -> None:
 
 def write_atomic(path: str, text: str) -> None:
     """Write via a temporary file in the same directory and rename: never a half-written file."""
+    import tempfile
+
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".cudafix-snapshot-", suffix=".tmp", dir=directory)
     try:

@@ -185,18 +185,18 @@ def _walk(fd: int, path: str, start: int, size: int) -> ArchCoverage:
 
 
 def _resync(fd: int, pos: int, end: int) -> Optional[int]:
-    """Containers are 8-byte aligned and may be separated by zero padding: find the next magic."""
+    """Skip zero padding between containers; anything else where a header belongs is corruption
+    (skipping it would silently drop that container's architectures)."""
     magic = struct.pack("<I", FATBIN_MAGIC)
     limit = min(end, pos + MAX_RESYNC_BYTES)
     chunk = os.pread(fd, limit - pos, pos)
     i = chunk.find(magic)
-    while i >= 0 and i % 8:
-        i = chunk.find(magic, i + 1)
+    gap = chunk if i < 0 else chunk[:i]
+    if gap.strip(b"\0") != b"":
+        raise FatbinError("corrupt .nv_fatbin: no container header at offset %d" % pos)
     if i >= 0:
         return pos + i
-    if chunk.strip(b"\0") == b"":
-        return None if limit == end else limit  # all padding: keep looking, or done
-    raise FatbinError("corrupt .nv_fatbin: no container magic at offset %d" % pos)
+    return None if limit == end else limit  # all padding: keep looking, or done
 
 
 def _advise_random(fd: int, start: int, size: int) -> None:

@@ -231,11 +231,11 @@ def read_nvml_gpus() -> Tuple[Optional[List[GPU]], Optional[str]]:
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
             g = GPU(index=i, name=_s(pynvml.nvmlDeviceGetName(h)), found_via="NVML")
             for attr, fn in (
-                ("compute_capability", lambda: "%d.%d" % tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h))),
-                ("memory_mib", lambda: int(pynvml.nvmlDeviceGetMemoryInfo(h).total) // (1024 * 1024)),
-                ("uuid", lambda: _s(pynvml.nvmlDeviceGetUUID(h))),
-                ("pci_bus_id", lambda: _s(pynvml.nvmlDeviceGetPciInfo(h).busId)),
-                ("mig_mode", lambda: bool(pynvml.nvmlDeviceGetMigMode(h)[0])),
+                ("compute_capability", lambda h=h: "%d.%d" % tuple(pynvml.nvmlDeviceGetCudaComputeCapability(h))),
+                ("memory_mib", lambda h=h: int(pynvml.nvmlDeviceGetMemoryInfo(h).total) // (1024 * 1024)),
+                ("uuid", lambda h=h: _s(pynvml.nvmlDeviceGetUUID(h))),
+                ("pci_bus_id", lambda h=h: _s(pynvml.nvmlDeviceGetPciInfo(h).busId)),
+                ("mig_mode", lambda h=h: bool(pynvml.nvmlDeviceGetMigMode(h)[0])),
             ):
                 try:
                     setattr(g, attr, fn())

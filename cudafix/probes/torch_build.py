@@ -168,7 +168,7 @@ def cuda_from_conda_build(build: str) -> Optional[str]:
     m = re.search(r"(?:^|_)cuda(\d+\.\d+)(?:_|$)", build)
     if m:
         return m.group(1)
-    m = re.search(r"(?:^|_)cuda?(\d{2,3})(?:_|py|$)", build)
+    m = re.search(r"(?:^|_)cu(?:da)?(\d{2,3})(?:_|py|$)", build)
     if m:
         d = m.group(1)
         return "%s.%s" % (d[:-1], d[-1])
@@ -359,7 +359,7 @@ def probe_torchvision(sys_path: List[str], prefix: Optional[str] = None,
                 # torchvision's version.py computes `cuda` at import from its _C extension.
                 tv.unknown["cuda"] = "not recorded as text (torchvision sets version.cuda at import time)"
             for req in dist.requires:
-                name = re.split(r"[\s=<>!~;\[(]", req, 1)[0]
+                name = re.split(r"[\s=<>!~;\[(]", req, maxsplit=1)[0]
                 if normalize_name(name) in ("torch", "pytorch"):
                     tv.requires_torch = req
                     break

@@ -120,6 +120,12 @@ def driver_cuda_int(snap: Snapshot) -> Tuple[Optional[int], str]:
     return None, ""
 
 
+def no_nvidia(snap: Snapshot) -> bool:
+    """No GPU listed and no driver at all (kernel module, libcuda, or an assumed one)."""
+    d = snap.driver
+    return not snap.gpus.gpus and not d.kernel_version and not d.libcuda_path and not d.wsl and "driver" not in snap.assumed
+
+
 def cuda_int_str(v: int) -> str:
     return "%d.%d" % (v // 1000, (v % 1000) // 10)
 

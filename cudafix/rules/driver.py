@@ -51,6 +51,8 @@ def check_no_driver(snap: Snapshot) -> Iterable[Outcome]:
         if d.kernel_version or d.libcuda_path:
             return [ok("driver %s present" % (d.kernel_version or d.libcuda_version or d.libcuda_path), subject="driver")]
         return [ok("no CUDA torch build and no NVIDIA GPU: no driver needed", subject="driver")]
+    if "driver" in snap.assumed and d.kernel_version:
+        return [ok("driver %s assumed (--assume-driver): a machine with that driver installed" % d.kernel_version, subject="driver")]
     if (d.kernel_version or d.wsl) and d.libcuda_path:
         return [ok("driver %s: kernel module and %s" % (d.kernel_version or d.libcuda_version or "?", d.libcuda_path), subject="driver")]
     if _assumed_gpus_only(snap) and not d.kernel_version and not d.libcuda_path:

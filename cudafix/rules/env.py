@@ -8,7 +8,7 @@ from typing import Iterable, List
 from cudafix.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.fixes import Fix
 from cudafix.probes.gpus import parse_cuda_visible_devices, resolve_visible
-from cudafix.rules._util import driver_version, env_value, gpu_label, ok, parse_int, problem, torch_cuda_mm, unknown
+from cudafix.rules._util import driver_version, env_value, gpu_label, no_nvidia, ok, parse_int, problem, torch_cuda_mm, unknown
 from cudafix.snapshot import Snapshot
 
 ENV_DOC = "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"
@@ -110,7 +110,7 @@ def check_device_order(snap: Snapshot) -> Iterable[Outcome]:
     gpus = snap.gpus.gpus
     if not gpus:
         why = snap.gpus.unknown.get("gpus")
-        if why:
+        if why and not no_nvidia(snap):
             return [unknown("GPU models unknown", why, subject="CUDA_DEVICE_ORDER")]
         return [ok("no NVIDIA GPU: device order does not matter", subject="CUDA_DEVICE_ORDER")]
     models = []

@@ -1,0 +1,293 @@
+"""conda plugin: the `conda doctor` health check ``cudafix`` and the ``conda cudafix`` subcommand.
+
+Thin glue over the tested core, registered through the entry-point group ``conda`` (setup.cfg).
+conda imports this module from its own interpreter (normally the base env), so:
+
+* nothing here is imported by cudafix itself, and conda is imported only by the hook functions
+  (the ``hookimpl`` marker falls back to a no-op when conda is absent, so the module imports
+  anywhere);
+* the target env is inspected through its own interpreter: ``take_snapshot(python=PREFIX/bin/python)``
+  then the rule catalogue, exactly as ``cudafix status --python PREFIX/bin/python`` does;
+* the fixer changes the target env only through that env's own cudafix
+  (``PREFIX/bin/python -m cudafix hooks install --prefix PREFIX``), the same code as
+  ``cudafix hooks install``.
+
+conda 26.7+ does not load plugins for ``conda shell.* activate``: activation-time corrections
+come from the activate.d scripts, never from this module.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Callable, List, Optional, Sequence, Tuple
+
+try:  # the marker conda's plugin manager looks for; absent conda, a no-op
+    from conda.plugins import hookimpl
+except ImportError:  # pragma: no cover - exercised only where conda is missing
+
+    def hookimpl(func):  # type: ignore[no-redef]
+        return func
+
+
+NAME = "cudafix"
+SUMMARY = "Check the CUDA stack under PyTorch (driver, toolkit, torch build, libraries)"
+FIX = "Install cudafix's hooks so its safe corrections apply on activation and at import torch"
+
+# conda.base.constants.OK_MARK / X_MARK (used when conda's own cannot be imported)
+_OK_MARK = "\u2705"
+_X_MARK = "\u274c"
+
+HOOKS_TIMEOUT_S = 120.0
+
+
+def marks() -> Tuple[str, str]:
+    try:
+        from conda.base.constants import OK_MARK, X_MARK
+
+        return OK_MARK, X_MARK
+    except ImportError:
+        return _OK_MARK, _X_MARK
+
+
+def prefix_python(prefix: str) -> Optional[str]:
+    """The env's interpreter, or None when the env has no Python (nothing to check then)."""
+    for name in ("python", "python3"):
+        path = os.path.join(prefix, "bin", name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def analyse_prefix(prefix: str):
+    """(snapshot, rule runs) for the env at ``prefix``, probed through its own interpreter."""
+    from cudafix import rules
+    from cudafix.probes import take_snapshot
+
+    python = prefix_python(prefix)
+    if python is None:
+        raise LookupError("no Python in %s" % prefix)
+    snap = take_snapshot(python=python)
+    return snap, rules.run(snap)
+
+
+# -- the health check ---------------------------------------------------------------------------
+
+
+def render_health(runs: Sequence, verbose: bool = False, ok_mark: str = _OK_MARK, x_mark: str = _X_MARK) -> str:
+    """conda-doctor style text: one ✅ line when nothing is wrong, else ❌ and one line per finding
+    (verbose: the whole `cudafix check` report, evidence and fixes included)."""
+    from cudafix import report
+
+    findings = report.sorted_findings(runs)
+    summary = report.summary_line(runs)
+    if not findings:
+        lines = ["%s cudafix: no CUDA stack problems found (%s)." % (ok_mark, summary)]
+        if verbose:
+            lines.extend("  " + ln for ln in report.render_check(runs).rstrip("\n").splitlines())
+        return "\n".join(lines) + "\n"
+    lines = ["%s cudafix: %s" % (x_mark, summary)]
+    if verbose:
+        lines.extend("  " + ln for ln in report.render_check(runs).rstrip("\n").splitlines())
+    else:
+        for f in findings:
+            subject = " [%s]" % f.subject if f.subject else ""
+            auto = " (auto-fixed by cudafix)" if f.auto else ""
+            lines.append("  %s %s%s: %s%s" % (f.severity, f.rule, subject, f.message, auto))
+            if f.fix and not f.auto:
+                for cmd in f.fix.commands:
+                    lines.append("      $ %s" % cmd)
+    lines.append("  `cudafix status` in this env shows the whole stack; `conda doctor --fix cudafix` installs the hooks.")
+    return "\n".join(lines) + "\n"
+
+
+def health_check(prefix: str, verbose: bool) -> None:
+    """Health check action: ``action(prefix, verbose) -> None``, printing its own report."""
+    ok_mark, x_mark = marks()
+    if prefix_python(prefix) is None:
+        print("%s cudafix: no Python in this environment, nothing to check.\n" % ok_mark)
+        return
+    try:
+        _snap, runs = analyse_prefix(prefix)
+    except Exception as exc:  # report, never take `conda doctor` down
+        print("%s cudafix could not inspect %s: %s: %s\n" % (x_mark, prefix, type(exc).__name__, exc))
+        return
+    print(render_health(runs, verbose=verbose, ok_mark=ok_mark, x_mark=x_mark))
+
+
+# -- the fixer ----------------------------------------------------------------------------------
+
+
+def _run_env_cudafix(python: str, args: Sequence[str]) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["CUDAFIX_DISABLE"] = "1"  # the child's own startup hook has nothing to do here
+    return subprocess.run([python, "-m", "cudafix"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, env=env, timeout=HOOKS_TIMEOUT_S, universal_newlines=True)
+
+
+def env_has_cudafix(python: str) -> bool:
+    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('cudafix') else 3)"
+    env = dict(os.environ)
+    env["CUDAFIX_DISABLE"] = "1"
+    try:
+        proc = subprocess.run([python, "-c", probe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL, env=env, timeout=HOOKS_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def hooks_status(python: str, prefix: str) -> Tuple[bool, str]:
+    """(all hook files installed, the status lines) from the env's own `cudafix hooks status`."""
+    proc = _run_env_cudafix(python, ["hooks", "status", "--prefix", prefix])
+    return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+
+
+def install_hooks(python: str, prefix: str) -> Tuple[bool, str]:
+    proc = _run_env_cudafix(python, ["hooks", "install", "--prefix", prefix])
+    return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
+
+
+def _advice_lines(findings: Sequence) -> List[str]:
+    lines: List[str] = []
+    for f in findings:
+        if not f.fix or f.auto:
+            continue
+        lines.append("  %s: %s" % (f.rule, f.fix.summary or f.message))
+        lines.extend("      $ %s" % c for c in f.fix.commands)
+    if lines:
+        lines.insert(0, "Not changed automatically (not safe to apply unasked); to fix them yourself:")
+    return lines
+
+
+def fix_prefix(prefix: str, args: object, confirm: Callable[[str], None]) -> int:
+    """Health check fixer: ``fixer(prefix, args, confirm) -> int``.
+
+    The safe corrections are applied by cudafix's own hooks (activate.d scripts on
+    `conda activate`, the .pth startup hook at `import torch`): the fix is to make sure they are
+    installed in the env.  Advice (upgrades, reinstalls) is printed, never run.
+    """
+    from cudafix import report
+
+    python = prefix_python(prefix)
+    if python is None:
+        print("cudafix: no Python in %s, nothing to fix." % prefix)
+        return 0
+    _snap, runs = analyse_prefix(prefix)
+    findings = report.sorted_findings(runs)
+    safe = [f for f in findings if f.auto]
+    advice = _advice_lines(findings)
+
+    if not env_has_cudafix(python):
+        print("cudafix is not installed in %s, so its corrections cannot run there. Install it with:" % prefix)
+        print("  $ conda install -p %s cudafix" % prefix)
+        print("  (or, in a pip-managed env: %s -m pip install cudafix)" % python)
+        if advice:
+            print("\n".join(advice))
+        return 1 if safe else 0
+
+    installed, status = hooks_status(python, prefix)
+    if not installed:
+        print("cudafix's hooks are incomplete in %s:" % prefix)
+        print("\n".join("  " + ln for ln in status.splitlines()))
+        if safe:
+            print("%d safe correction(s) wait for them: %s" % (len(safe), "; ".join(f.rule for f in safe)))
+        confirm("Install cudafix's startup hook and activation scripts into %s?" % prefix)
+        ok, out = install_hooks(python, prefix)
+        if out:
+            print("\n".join("  " + ln for ln in out.splitlines()))
+        if not ok:
+            print("cudafix: installing the hooks failed.")
+            return 1
+    else:
+        print("cudafix's hooks are installed in %s." % prefix)
+    if safe:
+        print("Safe corrections, applied on the next `conda activate` of this env and in each new Python process:")
+        for f in safe:
+            print("  %s: %s" % (f.rule, f.fix.summary if f.fix else f.message))
+    if advice:
+        print("\n".join(advice))
+    if not safe and not advice:
+        print("Nothing to correct.")
+    return 0
+
+
+# -- `conda cudafix ...` ------------------------------------------------------------------------
+
+
+def _given(argv: Sequence[str], *names: str) -> bool:
+    return any(a == n or a.startswith(n + "=") for a in argv for n in names)
+
+
+def target_args(argv: Sequence[str], prefix: Optional[str]) -> List[str]:
+    """argv for the cudafix CLI, aimed at the env ``prefix`` (conda's active env) rather than at
+    the interpreter conda runs in: adds ``--python PREFIX/bin/python`` to commands that probe an
+    interpreter, ``--prefix PREFIX`` to those that take one, unless the user chose already."""
+    from cudafix.cli import main as cli
+
+    args = list(argv)
+    if not prefix or os.path.realpath(prefix) == os.path.realpath(sys.prefix):
+        return args
+    if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help", "--version")):
+        args = ["status"] + args  # what cudafix's default group does
+    cmd = cli
+    for tok in args:
+        if tok.startswith("-") or not hasattr(cmd, "commands"):
+            break
+        sub = cmd.commands.get(tok)  # type: ignore[union-attr]
+        if sub is None:
+            return list(argv)
+        cmd = sub
+    if _given(args, "-h", "--help", "--version"):
+        return list(argv)
+    opts = {o for p in getattr(cmd, "params", []) for o in getattr(p, "opts", [])}
+    python = prefix_python(prefix)
+    if "--python" in opts and python and not _given(args, "--python", "--from", "--example"):
+        args += ["--python", python]
+    if "--prefix" in opts and not _given(args, "--prefix"):
+        args += ["--prefix", prefix]
+    return args
+
+
+def subcommand(argv: Tuple[str, ...]) -> int:
+    """``conda cudafix ARGS``: the cudafix CLI, for the active env; returns its exit status."""
+    from cudafix.cli import main as cli
+
+    args = target_args(argv, os.environ.get("CONDA_PREFIX"))
+    try:
+        cli.main(args=args, prog_name="conda cudafix", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    return 0
+
+
+# -- registration -------------------------------------------------------------------------------
+
+
+@hookimpl
+def conda_health_checks():
+    from conda.plugins.types import CondaHealthCheck
+
+    try:
+        check = CondaHealthCheck(name=NAME, action=health_check, fixer=fix_prefix, summary=SUMMARY, fix=FIX)
+    except TypeError:  # conda < 26.1: health checks had no fixer (`conda doctor --fix` came then)
+        check = CondaHealthCheck(name=NAME, action=health_check)
+    yield check
+
+
+@hookimpl
+def conda_subcommands():
+    from conda.plugins.types import CondaSubcommand
+
+    yield CondaSubcommand(
+        name=NAME,
+        summary="cudafix: check and correct the CUDA stack under PyTorch (see `conda cudafix --help`)",
+        action=subcommand,
+    )

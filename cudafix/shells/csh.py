@@ -1,0 +1,208 @@
+"""csh / tcsh renderer (tested with tcsh; conda's csh activation is tcsh-only in practice).
+
+csh has no functions and expands a whole line before a one-line ``if`` decides, so code that
+reads a variable which may be unset uses the multi-line ``if ... then`` form, and a variable
+whose *name* is data is reached through ``eval`` of a string built only from a name that was
+checked against ``[A-Za-z_][A-Za-z0-9_]*`` (values are never part of an eval'd string: they are
+expanded with ``:q`` inside it).
+
+csh's ``eval "`cmd`"`` turns the newlines of cmd's output into spaces, which multi-line code
+cannot survive; so the cold path does not eval python's output: python writes the cache file
+and the activate script sources it.  `cudafix shell --shell tcsh --activate` prints the same
+code for `source`-ing from a file (docs/activation.md).
+
+Quoting: single quotes; ``'`` is written ``'\\''``; a newline inside a value is written as a
+backslash-newline inside the quotes.  History substitution (``!``) is not applied to sourced
+files, so ``!`` is left alone.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from cudafix.shells import CACHE_FORMAT, Guard, Plan, encode_state, names_of, one_line
+
+EXT = "csh"
+
+
+def quote(s: str) -> str:
+    return "'" + s.replace("'", "'\\''").replace("\n", "\\\n") + "'"
+
+
+RESTORE = r"""# restore what a previous cudafix activation changed (a value the user changed is kept)
+if ( $?_CUDAFIX_VARS ) then
+  foreach _cudafix_n ( $_CUDAFIX_VARS )
+    if ( "$_cudafix_n" !~ [A-Za-z_]* || "$_cudafix_n" =~ *[^A-Za-z0-9_]* ) continue
+    set _cudafix_o = ''
+    set _cudafix_w = ''
+    set _cudafix_c = u
+    eval 'set _cudafix_h = $?_CUDAFIX_OLD_'"$_cudafix_n"
+    if ( $_cudafix_h ) eval 'set _cudafix_o = "$_CUDAFIX_OLD_'"$_cudafix_n"':q"'
+    eval 'set _cudafix_h = $?_CUDAFIX_NEW_'"$_cudafix_n"
+    if ( $_cudafix_h ) eval 'set _cudafix_w = "$_CUDAFIX_NEW_'"$_cudafix_n"':q"'
+    eval 'set _cudafix_h = $?'"$_cudafix_n"
+    if ( $_cudafix_h ) eval 'set _cudafix_c = "s:$'"$_cudafix_n"':q"'
+    if ( "$_cudafix_o:q" != "" && "$_cudafix_c:q" == "$_cudafix_w:q" ) then
+      if ( "$_cudafix_o:q" =~ s:* ) then
+        set _cudafix_v = "$_cudafix_o:s/s://:q"
+        eval 'setenv '"$_cudafix_n"' "$_cudafix_v:q"'
+      else
+        eval 'unsetenv '"$_cudafix_n"
+      endif
+    endif
+    eval 'unsetenv _CUDAFIX_OLD_'"$_cudafix_n"
+    eval 'unsetenv _CUDAFIX_NEW_'"$_cudafix_n"
+  end
+  unsetenv _CUDAFIX_VARS
+  unset _cudafix_n _cudafix_o _cudafix_w _cudafix_c _cudafix_h
+  if ( $?_cudafix_v ) unset _cudafix_v
+endif
+"""
+
+QUIET = r"""set _cudafix_q = 0
+if ( $?CUDAFIX_QUIET ) then
+  if ( "$CUDAFIX_QUIET" == 1 ) set _cudafix_q = 1
+endif
+"""
+
+
+def restore() -> str:
+    return RESTORE
+
+
+def _echo(line: str) -> str:
+    # echo is a builtin; backslashes would be escapes under some echo_style settings
+    return QUIET + "if ( ! $_cudafix_q ) echo %s > /dev/stderr\nunset _cudafix_q\n" % quote(one_line(line).replace("\\", "/"))
+
+
+def apply(plan: Plan) -> str:
+    out: List[str] = []
+    for name, value in plan.changes:
+        out.append(
+            "if ( $?%s ) then\n  setenv _CUDAFIX_OLD_%s \"s:$%s:q\"\nelse\n  setenv _CUDAFIX_OLD_%s u\nendif" % (name, name, name, name)
+        )
+        if value is None:
+            out.append("unsetenv %s" % name)
+        else:
+            out.append("setenv %s %s" % (name, quote(value)))
+        out.append("setenv _CUDAFIX_NEW_%s %s" % (name, quote(encode_state(value))))
+    if plan.changes:
+        out.append("setenv _CUDAFIX_VARS %s" % quote(names_of(plan.changes)))
+    text = "".join(line + "\n" for line in out)
+    if plan.summary:
+        text += _echo(plan.summary)
+    return text
+
+
+def activate(plan: Plan) -> str:
+    return restore() + apply(plan)
+
+
+def deactivate() -> str:
+    return restore()
+
+
+def skipped(reason: str) -> str:
+    return _echo("cudafix: skipped (%s)" % reason)
+
+
+def cache(guard: Guard, plan: Plan, version: str) -> str:
+    out = ["set _cudafix_g = 1", 'if ( "$_cudafix_fmt" != %s ) set _cudafix_g = 0' % CACHE_FORMAT]
+    for name, value in guard.values:
+        if value is None:
+            out.append("if ( $?%s ) set _cudafix_g = 0" % name)
+        else:
+            out.append(
+                "if ( $?%s ) then\n  if ( \"s:$%s:q\" != %s ) set _cudafix_g = 0\nelse\n  set _cudafix_g = 0\nendif"
+                % (name, name, quote("s:" + value))
+            )
+    # file stamps; skipped right after the cold path wrote this file (_cudafix_cold)
+    stamps = []
+    for path in guard.newer:
+        q = quote(path)
+        stamps.append(
+            "if ( -e %s ) then\n  if ( -M %s > -M \"$_cudafix_f\" ) set _cudafix_g = 0\nelse\n  set _cudafix_g = 0\nendif" % (q, q)
+        )
+    for path in guard.absent:
+        q = quote(path)
+        stamps.append("if ( -e %s || -l %s ) set _cudafix_g = 0" % (q, q))
+    if stamps:
+        out.append("if ( ! $?_cudafix_cold ) then\n%s\nendif" % "\n".join(stamps))
+    return (
+        "# cudafix %s activation cache (generated; safe to delete). See docs/activation.md.\n"
+        "%s\n"
+        "if ( $_cudafix_g ) then\n"
+        "set _cudafix_fresh = 1\n"
+        "%s"
+        "endif\n"
+        "unset _cudafix_g\n" % (version.replace("\n", " "), "\n".join(out), apply(plan))
+    )
+
+
+def static_activate() -> str:
+    return (
+        "# cudafix conda activation hook: csh / tcsh.  Generated by cudafix/shells/csh.py;\n"
+        "# docs/activation.md explains it.  Fast path: a fresh per-user cache decided with\n"
+        "# builtins only.  Cold path: the env's own python computes and writes the cache, which is\n"
+        "# then sourced (csh cannot eval multi-line code).\n"
+        + RESTORE
+        + r"""set _cudafix_run = 1
+if ( $?CUDAFIX_DISABLE ) then
+  if ( "$CUDAFIX_DISABLE" == 1 ) set _cudafix_run = 0
+endif
+if ( ! $?CONDA_PREFIX ) set _cudafix_run = 0
+if ( $_cudafix_run ) then
+  set _cudafix_fresh = 0
+  set _cudafix_fmt = """ + CACHE_FORMAT + r"""
+  set _cudafix_d = ''
+  if ( $?XDG_CACHE_HOME ) then
+    if ( "$XDG_CACHE_HOME:q" =~ /* ) set _cudafix_d = "$XDG_CACHE_HOME:q/cudafix/activation"
+  endif
+  if ( "$_cudafix_d:q" == "" && $?HOME ) then
+    if ( "$HOME:q" =~ /* ) set _cudafix_d = "$HOME:q/.cache/cudafix/activation"
+  endif
+  set _cudafix_e = ''
+  set _cudafix_f = ''
+  if ( "$_cudafix_d:q" != "" && "$CONDA_PREFIX:q" =~ /* ) then
+    if ( "$CONDA_PREFIX:q" !~ *//* && "$CONDA_PREFIX:q" !~ */./* && "$CONDA_PREFIX:q" !~ */../* && "$CONDA_PREFIX:q" !~ */. && "$CONDA_PREFIX:q" !~ */.. ) then
+      set _cudafix_e = "$_cudafix_d:q$CONDA_PREFIX:q.cudafix"
+      set _cudafix_f = "$_cudafix_e:q/activate.csh"
+    endif
+  endif
+  # source the cache only if it is ours: a regular file owned by us and writable by no one
+  # else, in directories owned by us
+  set _cudafix_t = 0
+  if ( "$_cudafix_f:q" != "" ) then
+    if ( -f "$_cudafix_f:q" && ! -l "$_cudafix_f:q" && -o "$_cudafix_f:q" && -o "$_cudafix_e:q" && ! -l "$_cudafix_e:q" && -o "$_cudafix_d:q" ) then
+      if ( ! -P22 "$_cudafix_f:q" && ! -P22 "$_cudafix_e:q" && ! -P22 "$_cudafix_d:q" ) set _cudafix_t = 1
+    endif
+  endif
+  if ( $_cudafix_t ) source "$_cudafix_f:q"
+  if ( ! $_cudafix_fresh ) then
+    if ( -x "$CONDA_PREFIX:q/bin/python" && "$_cudafix_f:q" != "" ) then
+      "$CONDA_PREFIX:q/bin/python" -m cudafix shell --shell csh --activate --write-cache >& /dev/null
+      if ( $status == 0 ) then
+        if ( -f "$_cudafix_f:q" && ! -l "$_cudafix_f:q" && -o "$_cudafix_f:q" && -o "$_cudafix_e:q" && ! -l "$_cudafix_e:q" ) then
+          set _cudafix_cold = 1
+          if ( ! -P22 "$_cudafix_f:q" && ! -P22 "$_cudafix_e:q" ) source "$_cudafix_f:q"
+          unset _cudafix_cold
+        endif
+      endif
+    endif
+  endif
+  if ( ! $_cudafix_fresh ) then
+""" + "".join("    " + line + "\n" for line in _echo(
+            "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)").splitlines())
+        + r"""  endif
+  unset _cudafix_fresh _cudafix_fmt _cudafix_d _cudafix_e _cudafix_f _cudafix_t
+endif
+unset _cudafix_run
+"""
+    )
+
+
+def static_deactivate() -> str:
+    return (
+        "# cudafix conda deactivation hook: csh / tcsh, builtins only.  Generated by\n"
+        "# cudafix/shells/csh.py; docs/activation.md explains it.\n" + deactivate()
+    )
