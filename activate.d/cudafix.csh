@@ -61,7 +61,15 @@ if ( $_cudafix_run ) then
       if ( ! -P22 "$_cudafix_f:q" && ! -P22 "$_cudafix_e:q" && ! -P22 "$_cudafix_d:q" ) set _cudafix_t = 1
     endif
   endif
+  set _cudafix_a = "$_cudafix_e:q/apply.csh"
+  if ( $_cudafix_t ) then
+    if ( ! -f "$_cudafix_a:q" || -l "$_cudafix_a:q" || ! -o "$_cudafix_a:q" ) set _cudafix_t = 0
+  endif
+  if ( $_cudafix_t ) then
+    if ( -P22 "$_cudafix_a:q" ) set _cudafix_t = 0
+  endif
   if ( $_cudafix_t ) source "$_cudafix_f:q"
+  if ( $_cudafix_fresh ) source "$_cudafix_a:q"
   if ( ! $_cudafix_fresh ) then
     if ( -x "$CONDA_PREFIX:q/bin/python" && "$_cudafix_f:q" != "" ) then
       "$CONDA_PREFIX:q/bin/python" -m cudafix shell --shell csh --activate --write-cache >& /dev/null
@@ -70,6 +78,17 @@ if ( $_cudafix_run ) then
           set _cudafix_cold = 1
           if ( ! -P22 "$_cudafix_f:q" && ! -P22 "$_cudafix_e:q" ) source "$_cudafix_f:q"
           unset _cudafix_cold
+          if ( $_cudafix_fresh ) then
+            if ( -f "$_cudafix_a:q" && ! -l "$_cudafix_a:q" && -o "$_cudafix_a:q" ) then
+              if ( ! -P22 "$_cudafix_a:q" ) then
+                source "$_cudafix_a:q"
+              else
+                set _cudafix_fresh = 0
+              endif
+            else
+              set _cudafix_fresh = 0
+            endif
+          endif
         endif
       endif
     endif
@@ -82,6 +101,6 @@ if ( $_cudafix_run ) then
     if ( ! $_cudafix_q ) echo 'cudafix: skipped (the env'\''s python could not run cudafix; run: python -m cudafix status)' > /dev/stderr
     unset _cudafix_q
   endif
-  unset _cudafix_fresh _cudafix_fmt _cudafix_d _cudafix_e _cudafix_f _cudafix_t
+  unset _cudafix_fresh _cudafix_fmt _cudafix_d _cudafix_e _cudafix_f _cudafix_t _cudafix_a
 endif
 unset _cudafix_run

@@ -97,6 +97,7 @@ def main(argv=None):
     cudafix_cmd = [args.python, "-m", "cudafix", "status", "--json"]
     collect_cmd = [args.python, "-m", "torch.utils.collect_env"]
 
+    load_before = os.getloadavg()
     # Byte-compile the checkout with the measured interpreter, as `pip install` does for an
     # installed cudafix (this workplace sets PYTHONDONTWRITEBYTECODE; without .pyc files every
     # run would recompile ~60 modules, which is not what users run).
@@ -107,9 +108,16 @@ def main(argv=None):
     doc = validate_cudafix(measure(cudafix_cmd, cudafix_env))
     validate_collect_env(measure(collect_cmd, base_env))
 
+    # Floors, for where the time goes: the interpreter alone, and with click (which any
+    # click-based CLI pays before doing anything).
+    floor_cmds = {"bare": [args.python, "-c", "pass"], "click": [args.python, "-c", "import click"]}
+    floors = {k: [] for k in floor_cmds}
+
     warm, cold, collect = [], [], []
     with tempfile.TemporaryDirectory(prefix="cudafix-bench-") as tmp:
         for i in range(args.n):
+            for k, c in floor_cmds.items():
+                floors[k].append(measure(c, base_env))
             warm.append(measure(cudafix_cmd, cudafix_env))
             validate_cudafix(warm[-1])
             cache = os.path.join(tmp, "cache-%d" % i)
@@ -128,9 +136,12 @@ def main(argv=None):
     print("status_vs_collect_env: %s (torch %s), %d runs each, %s, %d CPUs, %s"
           % (args.python, torch.get("version"), args.n, platform.platform(), os.cpu_count() or 0,
              time.strftime("%Y-%m-%d")))
+    print("load average before: %s" % " ".join("%.2f" % x for x in load_before))
     print("%-36s %10s %10s %10s %12s" % ("command", "median s", "min s", "max s", "peak MiB"))
     for label, s in (("cudafix status --json (warm cache)", s_warm), ("cudafix status --json (cold cache)", s_cold),
-                     ("python -m torch.utils.collect_env", s_coll)):
+                     ("python -m torch.utils.collect_env", s_coll),
+                     ("floor: python -c pass", summarise(floors["bare"])),
+                     ("floor: python -c 'import click'", summarise(floors["click"]))):
         print("%-36s %10.3f %10.3f %10.3f %12.1f" % (label, s["median_s"], s["min_s"], s["max_s"], s["peak_mib"]))
     speed_ok = ratio_warm >= SPEED_TARGET
     mem_ok = peak <= MEMORY_TARGET_MIB
@@ -143,7 +154,8 @@ def main(argv=None):
         with open(args.json_out, "w") as fh:
             json.dump({"summary": {"cudafix_warm": s_warm, "cudafix_cold": s_cold, "collect_env": s_coll,
                                    "ratio_warm": ratio_warm, "ratio_cold": ratio_cold},
-                       "runs": {"cudafix_warm": warm, "cudafix_cold": cold, "collect_env": collect}}, fh, indent=1)
+                       "runs": {"cudafix_warm": warm, "cudafix_cold": cold, "collect_env": collect,
+                                "floor_bare": floors["bare"], "floor_click": floors["click"]}}, fh, indent=1)
     return 0 if (speed_ok and mem_ok) or not args.check else 1
 
 

@@ -263,14 +263,22 @@ def _private_dirs(base: str, leaf: str) -> bool:
     return True
 
 
-def write_cache(path: str, text: str, stamp: float, env: Mapping[str, str]) -> bool:
-    """Write atomically, mode 0600, then date the file ``stamp`` (before the probes ran)."""
+def write_cache(path: str, files: Mapping[str, str], stamp: float, env: Mapping[str, str]) -> bool:
+    """Write each file (name -> text) next to ``path`` atomically, mode 0600, dated ``stamp``
+    (before the probes ran), in the given order."""
     base = cache_base(env)
     if base is None:
         return False
     d = os.path.dirname(path)
     if not _private_dirs(base, d):
         return False
+    for name, text in files.items():
+        _write_one(os.path.join(d, name), text, stamp)
+    return True
+
+
+def _write_one(path: str, text: str, stamp: float) -> None:
+    d = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".activate.", dir=d)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -284,21 +292,23 @@ def write_cache(path: str, text: str, stamp: float, env: Mapping[str, str]) -> b
         except OSError:
             pass
         raise
-    return True
 
 
 def remove_cache(prefix: str, env: Mapping[str, str]) -> List[str]:
     """Remove this env's cache files (all families) and the now-empty directories above them."""
     removed: List[str] = []
     base = cache_base(env)
-    for fam in shells.FAMILIES:
-        p = cache_file(prefix, fam, env)
-        if p and os.path.lexists(p):
-            os.unlink(p)
-            removed.append(p)
     p = cache_file(prefix, "sh", env)
     if p and base:
         d = os.path.dirname(p)
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            names = []
+        for name in names:  # our files only: activate.*, apply.*, and temp files of a crashed write
+            if name.startswith(("activate.", "apply.", ".activate.")):
+                os.unlink(os.path.join(d, name))
+                removed.append(os.path.join(d, name))
         while d.startswith(base) and len(d) >= len(base):
             try:
                 os.rmdir(d)
@@ -348,7 +358,7 @@ def render_activate(shell: str, environ: Optional[Mapping[str, str]] = None, wri
         if path:
             try:
                 guard = guard_for(env, plan, snap, prefix)
-                write_cache(path, mod.cache(guard, plan, _version()), stamp, env)
+                write_cache(path, mod.cache_files(guard, plan, _version()), stamp, env)
             except OSError:
                 pass  # no cache: the next activation takes the cold path again
     return mod.activate(plan)

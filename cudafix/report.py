@@ -140,10 +140,10 @@ def _header(out: _Out, snap: Snapshot, origin: str) -> None:
     if py.version:
         who += " (Python %s)" % py.version
     out.add(out.style("cudafix %s status" % __version__, "bold") + ": " + who)
-    if snap.source and snap.source != "probed":
-        origin = "%s; %s" % (origin, snap.source)
     when = " at %s" % snap.created if snap.created else ""
     out.add("  snapshot: %s%s" % (origin, when))
+    if snap.source and snap.source != "probed":
+        out.add("  source: %s" % snap.source)
     if snap.assumed:
         parts = ["%s=%s" % (k, _assumed_value(v)) for k, v in sorted(snap.assumed.items())]
         out.add("  " + out.style("what-if: assumed " + "; ".join(parts), WARNING))

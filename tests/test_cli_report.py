@@ -252,7 +252,7 @@ def test_bundled_examples():
         assert snap.source and snap.source != "probed", "%s: say where it was recorded" % name
         r = run_dev_cudafix("status", "--example", name)
         assert r.returncode == 0, r.stderr
-        assert "bundled example %s; %s" % (name, snap.source) in r.stdout
+        assert "  snapshot: bundled example %s at %s\n  source: %s\n" % (name, snap.created, snap.source) in r.stdout
     assert "unknown example" in one_line_error(run_dev_cudafix("status", "--example", "no-such-example"))
 
 

@@ -237,5 +237,26 @@ def test_wrong_class_is_skipped_like_the_loader(tmp_path):
     subprocess.run([ld, "-m", "elf_i386", "-shared", "-soname", "libcufft.so.12", "-o", str(a / "libcufft.so.12"), str(obj32)], check=True)
     subprocess.run([gcc, "-shared", "-fPIC", "-Wl,-soname,libcufft.so.12", "-o", str(b / "libcufft.so.12"), str(src)], check=True)
     sim = libraries.LoaderSim({"LD_LIBRARY_PATH": "%s:%s" % (a, b)})
-    path, elf, via = sim.find("libcufft.so.12", None, sim._want())
+    path, _elf, via = sim.find("libcufft.so.12", None, sim._want())
     assert path == str(b / "libcufft.so.12") and via == "LD_LIBRARY_PATH"
+
+
+def test_hostile_env_values_never_raise(torch_cu_dir):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.text(min_size=0, max_size=300))
+    def check(value):
+        env = dict(base_env(), LD_LIBRARY_PATH=value)
+        info = libraries.probe_libraries(torch_cu_dir, env)
+        assert "resolutions" not in info.unknown, info.unknown
+        assert libraries.locate_libcuda(env)[0] is None or os.path.isabs(libraries.locate_libcuda(env)[0])
+        libraries.find_compat_libcuda(env)
+
+    check()
+    huge = ":".join("/nonexistent/%d" % i for i in range(20000))
+    info = libraries.probe_libraries(torch_cu_dir, dict(base_env(), LD_LIBRARY_PATH=huge))
+    assert by_soname(info)["libcublas.so.13"].resolved  # RPATH still wins; the walk stays bounded
+    jl = by_soname(info)["libnvJitLink.so.13"]
+    assert jl.resolved is None and "undecided, search stopped after" in jl.unknown

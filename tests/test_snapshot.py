@@ -120,3 +120,17 @@ def test_conda_layout_end_to_end(tmp_path):
     assert tv.cuda == "11.3" and tv.dist.origin == "conda"
     assert {p.name for p in snap.toolkits.conda_packages} >= {"cudatoolkit", "pytorch", "pytorch-mutex"}
     assert Snapshot.from_json(snap.to_json()).to_dict() == snap.to_dict()
+
+
+def test_recorded_h200_snapshot_loads_and_agrees_with_nvidia_smi():
+    from tests.conftest import FIXTURES
+
+    snap = Snapshot.load(str(FIXTURES / "probe" / "h200_snapshot.json"))
+    # nvidia-smi on the same kind of machine: "0, NVIDIA H200, 00000000:00:06.0, …, 9.0, 143771 MiB, Disabled"
+    assert (snap.driver.kernel_version, snap.driver.libcuda_version, snap.driver.cuda_version) == ("580.159.04", "580.159.04", 13000)
+    (g,) = snap.gpus.gpus
+    assert (g.name, g.compute_capability, g.memory_mib, g.pci_bus_id, g.mig_mode) == ("NVIDIA H200", "9.0", 143771, "00000000:00:06.0", False)
+    assert snap.visible_gpus() == [g]
+    t = snap.primary_torch
+    assert (t.version, t.cuda) == ("2.11.0+cu130", "13.0") and "sm_90" in t.arch[0].sass
+    assert snap.probe_errors == {}

@@ -65,6 +65,7 @@ def clean_env(cache_home: os.PathLike, **extra: str) -> Dict[str, str]:
 
 def run(python: os.PathLike, code: str, env: Dict[str, str], args: Iterable[str] = (), timeout: float = 120,
         **kw) -> subprocess.CompletedProcess:
+    kw.setdefault("cwd", "/")  # never the checkout: `-c` puts the cwd on sys.path
     return subprocess.run([str(python), *args, "-c", code], env=env, capture_output=True, text=True, timeout=timeout, **kw)
 
 
@@ -84,6 +85,6 @@ print(path)
 
 
 def write_plan(python: os.PathLike, findings_json: str, env: Dict[str, str]) -> str:
-    p = subprocess.run([str(python), "-c", WRITE_PLAN, findings_json], env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([str(python), "-c", WRITE_PLAN, findings_json], env=env, capture_output=True, text=True, timeout=120, cwd="/")
     assert p.returncode == 0, p.stderr
     return p.stdout.strip()

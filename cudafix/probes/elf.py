@@ -123,6 +123,8 @@ def open_regular(path: str) -> Tuple[int, os.stat_result]:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise ElfError("cannot open: %s" % (exc.strerror or exc)) from None
+    except ValueError as exc:  # an embedded NUL byte in the path (e.g. from a hostile env value)
+        raise ElfError("cannot open: %s" % exc) from None
     try:
         st = os.fstat(fd)
     except OSError as exc:

@@ -27,7 +27,7 @@ import re
 import stat
 import struct
 import tempfile
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from cudafix.probes.elf import ElfError, open_regular, read_elf
 from cudafix.snapshot import ArchCoverage

@@ -387,7 +387,7 @@ def version_of(path: Optional[str], notes: Dict[str, str]) -> Optional[str]:
 def _copies(soname: str, sim: LoaderSim) -> List[str]:
     """Every file for ``soname`` on LD_LIBRARY_PATH, in ld.so.cache and in the default dirs."""
     out: List[str] = []
-    for d in list(sim.ld_library_path) + list(sim.system_dirs):
+    for d in (list(sim.ld_library_path) + list(sim.system_dirs))[:MAX_SEARCH_DIRS]:
         p = os.path.join(d, soname)
         if os.path.exists(p):
             out.append(p)
@@ -457,7 +457,10 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
             r.resolved_via = via
             r.resolved_version = version_of(res.path, version_notes)
         else:
-            r.unknown = "%s not found by the loader (%s)" % (soname, why or "not found")
+            if why and why.startswith("search stopped"):
+                r.unknown = "%s: undecided, %s" % (soname, why)
+            else:
+                r.unknown = "%s not found by the loader (%s)" % (soname, why or "not found")
         exp = expected.get(soname)
         if exp is not None and exp[1] is not None:
             r.expected = os.path.realpath(exp[1].path)
@@ -486,7 +489,7 @@ def locate_libcuda(env: Mapping[str, str], executable: Optional[str] = None) -> 
         if os.path.isdir("/usr/lib/wsl/lib"):  # WSL: the host driver's libcuda (also in ld.so.conf.d there)
             dirs.append("/usr/lib/wsl/lib")
         sim = LoaderSim(env, executable=executable, system_dirs=dirs)
-        path, elf, via = sim.find("libcuda.so.1", None, sim._want())
+        path, _elf, via = sim.find("libcuda.so.1", None, sim._want())
         if path is None:
             return None, "", "libcuda.so.1 not found on LD_LIBRARY_PATH, in ld.so.cache or the default dirs (%s)" % via
         return os.path.realpath(path), via, None

@@ -146,7 +146,7 @@ def unique(seq: Sequence[str]) -> List[str]:
     return seen
 
 
-def recommend_commands(snap: Snapshot, gpus: Optional[Sequence[GPU]] = None) -> Tuple[Tuple[str, ...], List[str]]:
+def recommend_commands(snap: Snapshot, gpus: Optional[Sequence[GPU]] = None, native_only: bool = False) -> Tuple[Tuple[str, ...], List[str]]:
     """Exact install commands of a torch build fitting driver + every GPU + Python (remedy.recommend).
 
     Returns (commands, notes); no commands and a note saying why when nothing fits.
@@ -183,6 +183,11 @@ def recommend_commands(snap: Snapshot, gpus: Optional[Sequence[GPU]] = None) -> 
             return (), ["no torch build helps: the driver (CUDA %s) predates %s; upgrade the driver first" % (
                 cuda_int_str(dcuda) if dcuda else "?", ", ".join("CC %s (first supported by CUDA %s)" % g for g in gaps))]
         return (), ["no official torch build fits this driver, GPU(s) %s and Python %s" % (", ".join(ccs) or "?", py)]
+    if native_only and getattr(rec, "minor_compat", False):
+        alt = getattr(rec, "alternative", None)
+        if alt is not None and not getattr(alt, "minor_compat", False):
+            return tuple(alt.commands), list(alt.notes)
+        return (), ["no official torch build runs natively (without minor-version compatibility) on this driver, GPU(s) and Python"]
     return tuple(rec.commands), list(rec.notes)
 
 

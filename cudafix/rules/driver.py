@@ -122,10 +122,15 @@ def check_library_mismatch(snap: Snapshot) -> Iterable[Outcome]:
         libs.append(("libcuda", d.libcuda_version, d.libcuda_path or "libcuda.so.1", "CUDA init fails: Error 803: system has unsupported display driver / cuda driver combination"))
     if d.nvml_version:
         libs.append(("libnvidia-ml", d.nvml_version, "libnvidia-ml.so.%s" % d.nvml_version, "nvidia-smi: Failed to initialize NVML: Driver/library version mismatch"))
+    bad = {}
     for name, ver, path, effect in libs:
         checked.append(name)
-        if ver == d.kernel_version:
-            continue
+        if ver != d.kernel_version:
+            bad.setdefault(ver, []).append((name, ver, path, effect))
+    for ver, group in sorted(bad.items()):
+        name = " and ".join(g[0] for g in group)
+        path = ", ".join(g[2] for g in group)
+        effect = "; ".join(g[3] for g in group)
         newer = vtuple(ver) > vtuple(d.kernel_version)
         ev = [
             "kernel module %s (%s)" % (d.kernel_version, d.found_via.get("kernel_version", "/sys/module/nvidia/version")),
@@ -189,8 +194,8 @@ def _driver_vs_torch(snap: Snapshot) -> Tuple[Optional[str], object]:
     return "unknown", "driver release unknown; CUDA %s drivers may be below the %s floor" % (cuda_int_str(dcuda), floor)
 
 
-def _driver_fix(snap: Snapshot, t, tmm) -> Fix:
-    cmds, notes = recommend_commands(snap)
+def _driver_fix(snap: Snapshot, t, tmm, native_only: bool = False) -> Fix:
+    cmds, notes = recommend_commands(snap, native_only=native_only)
     need = cuda_driver.min_driver("%d.%d" % tmm)
     summary = "install a torch build for this driver%s" % (" (or upgrade the driver to >= %s for CUDA %d.%d)" % (need, tmm[0], tmm[1]) if need else "")
     if notes and not cmds:
@@ -235,7 +240,7 @@ def check_driver_minor_compat(snap: Snapshot) -> Iterable[Outcome]:
     return [problem(
         "driver %s (CUDA %d.%d) runs %s (CUDA %d.%d) only under minor-version compatibility: no PTX JIT, newer features off" % (
             dv or "?", dmm[0], dmm[1], torch_label(t), tmm[0], tmm[1]),
-        ev, fix=_driver_fix(snap, t, tmm), subject="driver",
+        ev, fix=_driver_fix(snap, t, tmm, native_only=True), subject="driver",
     )]
 
 

@@ -84,6 +84,8 @@ def check_visible_invalid(snap: Snapshot) -> Iterable[Outcome]:
         why = snap.gpus.unknown.get("gpus") or "no GPU list in the snapshot"
         return [unknown("CUDA_VISIBLE_DEVICES=%r: whether every entry matches a GPU is unknown" % raw, "GPUs not known: %s" % why, subject="CUDA_VISIBLE_DEVICES")]
     res = resolve_visible(gpus, raw, env_value(snap, "CUDA_DEVICE_ORDER"))
+    if res.stopped_at == 0:
+        return [ok("CUDA_VISIBLE_DEVICES=%r: the first entry matches no GPU (reported by cuda-visible-devices-hides-all)" % raw, subject="CUDA_VISIBLE_DEVICES")]
     if res.stopped_at is None:
         if res.indices is None:
             return [unknown("whether CUDA_VISIBLE_DEVICES=%r is valid cannot be decided" % raw, res.reason, subject="CUDA_VISIBLE_DEVICES")]

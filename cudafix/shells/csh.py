@@ -18,7 +18,7 @@ files, so ``!`` is left alone.
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 from cudafix.shells import CACHE_FORMAT, Guard, Plan, encode_state, names_of, one_line
 
@@ -107,36 +107,46 @@ def skipped(reason: str) -> str:
 
 
 def cache(guard: Guard, plan: Plan, version: str) -> str:
-    out = ["set _cudafix_g = 1", 'if ( "$_cudafix_fmt" != %s ) set _cudafix_g = 0' % CACHE_FORMAT]
+    """The guard file: flat code (csh mis-skips untaken if-blocks holding odd quoting, so no
+    literal value ever sits inside a block).  Sets _cudafix_fresh when the cache is fresh."""
+    out = [
+        "# cudafix %s activation cache (generated; safe to delete). See docs/activation.md." % version.replace("\n", " "),
+        "set _cudafix_g = 1",
+        'if ( "$_cudafix_fmt" != %s ) set _cudafix_g = 0' % CACHE_FORMAT,
+    ]
     for name, value in guard.values:
         if value is None:
             out.append("if ( $?%s ) set _cudafix_g = 0" % name)
         else:
-            out.append(
-                "if ( $?%s ) then\n  if ( \"s:$%s:q\" != %s ) set _cudafix_g = 0\nelse\n  set _cudafix_g = 0\nendif"
-                % (name, name, quote("s:" + value))
-            )
-    # file stamps; skipped right after the cold path wrote this file (_cudafix_cold)
-    stamps = []
+            out.append("set _cudafix_c = u")
+            out.append("if ( $?%s ) eval 'set _cudafix_c = \"s:$%s:q\"'" % (name, name))
+            out.append("set _cudafix_x = %s" % quote("s:" + value))
+            out.append('if ( "$_cudafix_c:q" != "$_cudafix_x:q" ) set _cudafix_g = 0')
+    # file stamps; not checked right after the cold path wrote this file (_cudafix_cold)
+    out.append("set _cudafix_s = 1")
     for path in guard.newer:
         q = quote(path)
-        stamps.append(
-            "if ( -e %s ) then\n  if ( -M %s > -M \"$_cudafix_f\" ) set _cudafix_g = 0\nelse\n  set _cudafix_g = 0\nendif" % (q, q)
-        )
+        out.append("if ( ! -e %s ) set _cudafix_s = 0" % q)
+        out.append('if ( -M %s > -M "$_cudafix_f:q" ) set _cudafix_s = 0' % q)
     for path in guard.absent:
         q = quote(path)
-        stamps.append("if ( -e %s || -l %s ) set _cudafix_g = 0" % (q, q))
-    if stamps:
-        out.append("if ( ! $?_cudafix_cold ) then\n%s\nendif" % "\n".join(stamps))
-    return (
-        "# cudafix %s activation cache (generated; safe to delete). See docs/activation.md.\n"
-        "%s\n"
-        "if ( $_cudafix_g ) then\n"
-        "set _cudafix_fresh = 1\n"
-        "%s"
-        "endif\n"
-        "unset _cudafix_g\n" % (version.replace("\n", " "), "\n".join(out), apply(plan))
-    )
+        out.append("if ( -e %s || -l %s ) set _cudafix_s = 0" % (q, q))
+    out.append("if ( ! $?_cudafix_cold ) then")
+    out.append("  if ( ! $_cudafix_s ) set _cudafix_g = 0")
+    out.append("endif")
+    out.append("if ( $_cudafix_g ) set _cudafix_fresh = 1")
+    out.append("unset _cudafix_g _cudafix_s")
+    out.append("if ( $?_cudafix_c ) unset _cudafix_c")
+    out.append("if ( $?_cudafix_x ) unset _cudafix_x")
+    return "\n".join(out) + "\n"
+
+
+def cache_files(guard: Guard, plan: Plan, version: str) -> Dict[str, str]:
+    """Files of the cache, written in this order (the guard last)."""
+    return {
+        "apply.csh": "# cudafix %s activation cache: applied when activate.csh says fresh.\n" % version.replace("\n", " ") + apply(plan),
+        "activate.csh": cache(guard, plan, version),
+    }
 
 
 def static_activate() -> str:
@@ -177,7 +187,15 @@ if ( $_cudafix_run ) then
       if ( ! -P22 "$_cudafix_f:q" && ! -P22 "$_cudafix_e:q" && ! -P22 "$_cudafix_d:q" ) set _cudafix_t = 1
     endif
   endif
+  set _cudafix_a = "$_cudafix_e:q/apply.csh"
+  if ( $_cudafix_t ) then
+    if ( ! -f "$_cudafix_a:q" || -l "$_cudafix_a:q" || ! -o "$_cudafix_a:q" ) set _cudafix_t = 0
+  endif
+  if ( $_cudafix_t ) then
+    if ( -P22 "$_cudafix_a:q" ) set _cudafix_t = 0
+  endif
   if ( $_cudafix_t ) source "$_cudafix_f:q"
+  if ( $_cudafix_fresh ) source "$_cudafix_a:q"
   if ( ! $_cudafix_fresh ) then
     if ( -x "$CONDA_PREFIX:q/bin/python" && "$_cudafix_f:q" != "" ) then
       "$CONDA_PREFIX:q/bin/python" -m cudafix shell --shell csh --activate --write-cache >& /dev/null
@@ -186,6 +204,17 @@ if ( $_cudafix_run ) then
           set _cudafix_cold = 1
           if ( ! -P22 "$_cudafix_f:q" && ! -P22 "$_cudafix_e:q" ) source "$_cudafix_f:q"
           unset _cudafix_cold
+          if ( $_cudafix_fresh ) then
+            if ( -f "$_cudafix_a:q" && ! -l "$_cudafix_a:q" && -o "$_cudafix_a:q" ) then
+              if ( ! -P22 "$_cudafix_a:q" ) then
+                source "$_cudafix_a:q"
+              else
+                set _cudafix_fresh = 0
+              endif
+            else
+              set _cudafix_fresh = 0
+            endif
+          endif
         endif
       endif
     endif
@@ -194,7 +223,7 @@ if ( $_cudafix_run ) then
 """ + "".join("    " + line + "\n" for line in _echo(
             "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)").splitlines())
         + r"""  endif
-  unset _cudafix_fresh _cudafix_fmt _cudafix_d _cudafix_e _cudafix_f _cudafix_t
+  unset _cudafix_fresh _cudafix_fmt _cudafix_d _cudafix_e _cudafix_f _cudafix_t _cudafix_a
 endif
 unset _cudafix_run
 """

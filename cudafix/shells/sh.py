@@ -6,7 +6,7 @@ globbing of unquoted expansions: lists are walked with ${x%% *} / ${x#* }.
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List
 
 from cudafix.shells import CACHE_FORMAT, Guard, Plan, encode_state, names_of, one_line
 
@@ -167,3 +167,7 @@ def static_deactivate() -> str:
         "# cudafix/shells/sh.py; docs/activation.md explains it.\n"
         "# shellcheck shell=sh\n" + deactivate()
     )
+
+
+def cache_files(guard: Guard, plan: Plan, version: str) -> Dict[str, str]:
+    return {"activate.sh": cache(guard, plan, version)}

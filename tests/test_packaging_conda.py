@@ -1,0 +1,232 @@
+"""The conda route: recipe/recipe.yaml builds a noarch `.conda` offline with py-rattler-build,
+`python -m cudafix.devtools.channel` indexes it into a local channel with py-rattler, and the
+artifact holds what `conda install` needs.
+
+The artifact is checked independently of rattler: a `.conda` is a zip holding
+info-*.tar.zst and pkg-*.tar.zst, read here with zipfile + zstandard + tarfile.
+(rattler-build itself also runs the recipe's `package_contents` test while packaging.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+from tests.conftest import REPO
+from tests.test_packaging_wheel import SHELL_FILES, STARTUP_FILES, shipped_source_files, source_version
+
+rattler_build = pytest.importorskip("rattler_build", reason="pip install py-rattler-build (CI does)")
+zstandard = pytest.importorskip("zstandard", reason="pip install zstandard (CI does)")
+
+RECIPE = REPO / "recipe" / "recipe.yaml"
+RUN_DEPENDS = ["python >=3.8", "click >=7", "packaging >=20", "nvidia-ml-py >=11"]
+
+
+def read_conda(path: pathlib.Path) -> dict:
+    """{'info': {name: bytes}, 'pkg': {name: bytes}, 'zip': [members]} of a .conda file."""
+    out: dict = {"info": {}, "pkg": {}}
+    with zipfile.ZipFile(str(path)) as z:
+        out["zip"] = sorted(z.namelist())
+        out["metadata"] = json.loads(z.read("metadata.json"))
+        for member in z.namelist():
+            if not member.endswith(".tar.zst"):
+                continue
+            kind = member.split("-", 1)[0]
+            raw = zstandard.ZstdDecompressor().decompressobj().decompress(z.read(member))
+            with tarfile.open(fileobj=io.BytesIO(raw)) as t:
+                for m in t.getmembers():
+                    if m.isfile():
+                        out[kind][m.name] = t.extractfile(m).read()
+    return out
+
+
+@pytest.fixture(scope="module")
+def build_python(tmp_path_factory) -> str:
+    """A Python with pip, setuptools and wheel for the recipe's offline form (a fresh venv, so the
+    test does not depend on what the machine's Python happens to hold)."""
+    venv = tmp_path_factory.mktemp("buildpy") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "setuptools>=61", "wheel"], check=True,
+                   capture_output=True, timeout=600)
+    return str(py)
+
+
+@pytest.fixture(scope="module")
+def channel(tmp_path_factory, build_python) -> dict:
+    before = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=str(REPO),
+                            capture_output=True, text=True, timeout=60).stdout
+    pkg_sources = [p for p in shipped_source_files() if p.startswith("cudafix/")]
+    out = tmp_path_factory.mktemp("channel") / "channel"
+    proc = subprocess.run([sys.executable, "-m", "cudafix.devtools.channel", str(out), "--python", build_python],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    after = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=str(REPO),
+                           capture_output=True, text=True, timeout=60).stdout
+    pkgs = sorted((out / "noarch").glob("*.conda"))
+    assert len(pkgs) == 1, pkgs
+    return {"dir": out, "package": pkgs[0], "stdout": proc.stdout, "conda": read_conda(pkgs[0]),
+            "pkg_sources": pkg_sources, "git_before": before, "git_after": after}
+
+
+# -- the recipe ---------------------------------------------------------------------------------
+
+
+def test_recipe_version_is_the_package_version():
+    assert rattler_build.Stage0Recipe.from_file(str(RECIPE)).context["version"] == source_version()
+
+
+def _render(monkeypatch, offline_python):
+    if offline_python is None:
+        monkeypatch.delenv("CUDAFIX_OFFLINE_PYTHON", raising=False)
+    else:
+        monkeypatch.setenv("CUDAFIX_OFFLINE_PYTHON", offline_python)
+    variants = rattler_build.Stage0Recipe.from_file(str(RECIPE)).render()
+    assert len(variants) == 1
+    return variants[0].recipe.to_dict()
+
+
+def test_recipe_conda_forge_form(monkeypatch):
+    r = _render(monkeypatch, None)
+    assert r["schema_version"] == 1
+    assert r["package"] == {"name": "cudafix", "version": source_version()}
+    assert r["build"]["noarch"] == "python"
+    assert r["build"]["script"] == "${{ PYTHON }} -m pip install . -vv --no-deps --no-build-isolation"
+    assert r["build"]["python"]["entry_points"] == ["cudafix = cudafix.cli:main"]
+    assert r["requirements"]["host"] == ["python 3.8.*", "pip", "setuptools >=61", "wheel"]
+    assert r["requirements"]["run"] == RUN_DEPENDS
+    kinds = [next(iter(t)) for t in r["tests"]]
+    assert kinds == ["python", "script", "package_contents"]
+    assert "cudafix --version" in r["tests"][1]["script"]
+    assert r["about"]["license"] == "BSD-3-Clause"
+
+
+def test_recipe_offline_form_is_the_same_recipe_without_host_requirements(monkeypatch):
+    online = _render(monkeypatch, None)
+    offline = _render(monkeypatch, "/opt/py/bin/python3")
+    assert offline["requirements"].get("host", []) == []
+    # the same pip command, run by the named Python into the build prefix (the script's own
+    # ${{ }} are expanded by rattler-build when the script runs)
+    assert offline["context"]["offline_python"] == "/opt/py/bin/python3"
+    assert offline["build"]["script"] == (
+        '${{ offline_python }} -m pip install . -vv --no-deps --no-build-isolation --no-index --prefix "$PREFIX"'
+    )
+    assert online["context"]["offline_python"] == ""
+    # everything that ends up in the package's metadata is identical
+    for key in ("package", "about", "tests"):
+        assert offline[key] == online[key], key
+    assert offline["requirements"]["run"] == online["requirements"]["run"]
+    assert offline["build"]["noarch"] == online["build"]["noarch"]
+    assert offline["build"]["python"] == online["build"]["python"]
+
+
+# -- the artifact -------------------------------------------------------------------------------
+
+
+def test_build_leaves_the_checkout_untouched(channel):
+    assert channel["git_after"] == channel["git_before"]
+
+
+def test_conda_file_layout(channel):
+    c = channel["conda"]
+    v = source_version()
+    stem = channel["package"].name[: -len(".conda")]
+    assert stem.startswith("cudafix-%s-py" % v)
+    assert c["zip"] == sorted(["metadata.json", "info-%s.tar.zst" % stem, "pkg-%s.tar.zst" % stem])
+    assert c["metadata"]["conda_pkg_format_version"] == 2
+
+
+def test_index_json(channel):
+    index = json.loads(channel["conda"]["info"]["info/index.json"])
+    assert index["name"] == "cudafix"
+    assert index["version"] == source_version()
+    assert index["noarch"] == "python"
+    assert index["subdir"] == "noarch"
+    assert index["depends"] == RUN_DEPENDS
+    assert not any("torch" in d for d in index["depends"])
+    assert index["license"] == "BSD-3-Clause"
+
+
+def test_link_json_declares_the_entry_point(channel):
+    link = json.loads(channel["conda"]["info"]["info/link.json"])
+    assert link["noarch"]["type"] == "python"
+    # conda writes bin/cudafix from this at install time, for the env's own python
+    assert link["noarch"]["entry_points"] == ["cudafix = cudafix.cli:main"]
+
+
+def test_paths_json_lists_exactly_the_payload_with_hashes(channel):
+    c = channel["conda"]
+    paths = json.loads(c["info"]["info/paths.json"])["paths"]
+    listed = {p["_path"]: p for p in paths}
+    assert set(listed) == set(c["pkg"])
+    for name, data in c["pkg"].items():
+        assert listed[name]["sha256"] == hashlib.sha256(data).hexdigest(), name
+        assert listed[name]["size_in_bytes"] == len(data), name
+
+
+def test_payload_holds_every_shipped_file(channel):
+    pkg = channel["conda"]["pkg"]
+    for f in STARTUP_FILES:  # site-packages root (conda relocates site-packages/ for noarch python)
+        assert pkg["site-packages/" + f] == (REPO / f).read_bytes(), f
+    for f in SHELL_FILES:
+        assert pkg["etc/conda/" + f] == (REPO / f).read_bytes(), f
+    for rel in channel["pkg_sources"]:
+        assert "site-packages/" + rel in pkg, rel
+    dist_info = "site-packages/cudafix-%s.dist-info/" % source_version()
+    entry_points = pkg[dist_info + "entry_points.txt"].decode()
+    assert "[conda]" in entry_points and "cudafix = cudafix.conda_plugin" in entry_points
+    # nothing but site-packages and the activation scripts; no compiled bytecode in noarch
+    assert all(n.startswith(("site-packages/", "etc/conda/activate.d/", "etc/conda/deactivate.d/")) for n in pkg), sorted(pkg)
+    assert not any(n.endswith((".pyc", ".pyo")) or "__pycache__" in n for n in pkg)
+
+
+def test_info_carries_license_and_recipe(channel):
+    info = channel["conda"]["info"]
+    assert info["info/licenses/LICENSE"] == (REPO / "LICENSE").read_bytes()
+    assert "info/recipe/recipe.yaml" in info
+
+
+# -- the channel --------------------------------------------------------------------------------
+
+
+def test_channel_repodata_lists_cudafix(channel):
+    repodata = json.loads((channel["dir"] / "noarch" / "repodata.json").read_text())
+    assert repodata["info"]["subdir"] == "noarch"
+    entries = repodata["packages.conda"]
+    assert list(entries) == [channel["package"].name]
+    rec = entries[channel["package"].name]
+    assert (rec["name"], rec["version"], rec["noarch"]) == ("cudafix", source_version(), "python")
+    assert rec["depends"] == RUN_DEPENDS
+    assert rec["sha256"] == hashlib.sha256(channel["package"].read_bytes()).hexdigest()
+    assert sorted(os.listdir(str(channel["dir"]))) == ["noarch"]
+    assert "conda install -c %s -c conda-forge cudafix" % channel["dir"] in channel["stdout"]
+
+
+def test_channel_is_readable_by_a_conda_client(channel):
+    """py-rattler (the library pixi and rattler-build install with) loads the channel's records."""
+    rattler = pytest.importorskip("rattler")
+    ch = rattler.Channel(str(channel["dir"]))
+    repo = rattler.SparseRepoData(ch, "noarch", str(channel["dir"] / "noarch" / "repodata.json"))
+    records = repo.load_records(rattler.PackageName("cudafix"))
+    assert [(str(r.name.normalized), str(r.version)) for r in records] == [("cudafix", source_version())]
+    assert [str(d) for d in records[0].depends] == RUN_DEPENDS
+
+
+def test_channel_tool_refuses_a_python_that_cannot_build(tmp_path):
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "cudafix.devtools.channel", str(tmp_path / "ch"),
+                           "--python", str(venv / "bin" / "python")],
+                          cwd=str(REPO), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "cannot build cudafix" in proc.stderr and "no pip" in proc.stderr
+    assert not (tmp_path / "ch").exists()

@@ -1,0 +1,69 @@
+"""Hostile inputs for the startup hook in real interpreters: random env values (non-UTF-8 bytes,
+huge values, odd separators) and corrupt / truncated caches.  Zero exceptions, zero stray
+output, the interpreter always starts, and `import torch` always proceeds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import _cudafix_startup as hook
+from tests.test_startup_helpers import clean_env, make_venv, stub_torch
+
+NAMES = ["LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_CACHE_MAXSIZE",
+         "PYTORCH_CUDA_ALLOC_CONF", "HOME", "XDG_CACHE_HOME", "CUDAFIX_MODE", "CUDAFIX_SKIP", "CUDAFIX_WARNED",
+         "CUDA_CACHE_PATH", "TORCH_CUDA_ARCH_LIST", "CONDA_PREFIX"]
+values = st.one_of(
+    st.binary(max_size=64).map(lambda b: b.replace(b"\0", b"")),
+    st.sampled_from([b"", b":", b"::", b",", b"=", b"\xff\xfe", b"/nonexistent:/", b"\n", b"0", b"1", b"fix", b"warn", b"off",
+                     b"a" * 100000, b":" * 50000, b"\xed\xa0\x80", b"/tmp", b"relative/dir"]),
+)
+CODE = "import torch, sys; sys.stdout.write('ok')"
+
+
+@pytest.fixture(scope="module")
+def stub_python(tmp_path_factory):
+    root = tmp_path_factory.mktemp("robust")
+    return make_venv(root / "v", deps=[stub_torch(root / "s", version="2.5.1", cuda=None)])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=st.dictionaries(st.sampled_from(NAMES), values, max_size=6))
+def test_random_env_values(stub_python, tmp_path_factory, extra):
+    base = clean_env(tmp_path_factory.mktemp("cache"))
+    env = {k.encode(): v.encode("utf-8", "surrogateescape") for k, v in base.items()}
+    env.update({k.encode(): v for k, v in extra.items()})
+    env.pop(b"CUDAFIX_DEBUG", None)
+    p = subprocess.run([str(stub_python), "-c", CODE], env=env, capture_output=True, timeout=120, cwd="/")
+    assert (p.returncode, p.stdout, p.stderr) == (0, b"ok", b""), p.stderr[-3000:]
+
+
+def _cache_path(python, env):
+    p = subprocess.run([str(python), "-c", "import _cudafix_startup as h; print(h.state.cache_path)"], env=env,
+                       capture_output=True, text=True, timeout=60, cwd="/")
+    return p.stdout.strip()
+
+
+GOOD = hook.dump_entries([hook.Entry("1.2.3", "1.2.3", [("/x", "-")], [("r", "set", "CUDA_HOME", "/c")],
+                                     [("r", "libx.so", "/nonexistent/libx.so")], [("r", False, "a", "b")])])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(st.binary(max_size=300), st.integers(0, len(GOOD)).map(lambda n: GOOD[:n]),
+                      st.binary(max_size=100).map(lambda b: hook.MAGIC + b"\n" + b + b"\nEND\n")),
+       mode=st.sampled_from([0o600, 0o666, 0o000]))
+def test_corrupt_truncated_unreadable_caches(stub_python, tmp_path_factory, data, mode):
+    env = clean_env(tmp_path_factory.mktemp("cache"))
+    path = _cache_path(stub_python, env)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data)
+    os.chmod(path, mode)
+    p = subprocess.run([str(stub_python), "-c", CODE], env=env, capture_output=True, timeout=120, cwd="/")
+    assert (p.returncode, p.stdout, p.stderr) == (0, b"ok", b""), p.stderr[-3000:]
+    if mode == 0o600:  # a bad cache of ours is replaced by a whole one
+        assert hook.read_cache(path)[1] is None
