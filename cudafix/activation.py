@@ -346,7 +346,10 @@ def render_activate(shell: str, environ: Optional[Mapping[str, str]] = None, wri
     mod = shells.renderer(shell)
     environ = os.environ if environ is None else environ
     env = restored_env(environ)
-    stamp = float(int(time.time()) - 1)  # whole seconds: shells compare mtimes at 1 s resolution
+    # The cache file is dated 1 s before the probes start: a change at or after that instant is
+    # newer than the cache both to shells that compare mtimes in nanoseconds and to those that
+    # compare whole seconds (tcsh -M).  A change in that last second costs one extra cold run.
+    stamp = time.time() - 1.0
     try:
         snap, found = collect(env)
         plan = plan_from_findings(found, env)

@@ -301,7 +301,7 @@ def check(strict: bool, as_json: bool, **opts: Any) -> None:
     if as_json:
         emit(_json(report.status_document(snap, runs)))
     else:
-        emit(report.render_check(runs, color=use_color()))
+        emit(report.render_check(runs, color=use_color(), snap=snap))
     sys.exit(code)
 
 

@@ -119,11 +119,17 @@ def health_check(prefix: str, verbose: bool) -> None:
 # -- the fixer ----------------------------------------------------------------------------------
 
 
+def _prefix_of(python: str) -> str:
+    return os.path.dirname(os.path.dirname(python))  # PREFIX/bin/python -> PREFIX
+
+
 def _run_env_cudafix(python: str, args: Sequence[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env["CUDAFIX_DISABLE"] = "1"  # the child's own startup hook has nothing to do here
+    # cwd: the prefix, so that a cudafix checkout in conda's own cwd cannot stand in for the env's
     return subprocess.run([python, "-m", "cudafix"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL, env=env, timeout=HOOKS_TIMEOUT_S, universal_newlines=True)
+                          stdin=subprocess.DEVNULL, env=env, timeout=HOOKS_TIMEOUT_S, universal_newlines=True,
+                          cwd=_prefix_of(python))
 
 
 def env_has_cudafix(python: str) -> bool:
@@ -132,7 +138,7 @@ def env_has_cudafix(python: str) -> bool:
     env["CUDAFIX_DISABLE"] = "1"
     try:
         proc = subprocess.run([python, "-c", probe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              stdin=subprocess.DEVNULL, env=env, timeout=HOOKS_TIMEOUT_S)
+                              stdin=subprocess.DEVNULL, env=env, timeout=HOOKS_TIMEOUT_S, cwd=_prefix_of(python))
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0

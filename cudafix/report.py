@@ -152,6 +152,10 @@ def _header(out: _Out, snap: Snapshot, origin: str) -> None:
 
 
 def _assumed_value(v: Any) -> str:
+    if isinstance(v, dict) and "value" in v:  # cudafix.assume: {"value": ..., "replaced": ...}
+        return _assumed_value(v["value"])
+    if isinstance(v, dict) and "values" in v:
+        return _assumed_value(v["values"])
     if isinstance(v, (list, tuple)):
         return ",".join(_assumed_value(x) for x in v)
     if isinstance(v, dict):
@@ -410,7 +414,7 @@ def fix_lines(fix: Fix) -> List[str]:
     for p in fix.preload:
         lines.append("  preload %s (for %s)" % (p.path, p.soname))
     if fix.auto:
-        lines.append("auto-fixed: cudafix applies this %s" % _SCOPES.get(fix.scope, fix.scope))
+        lines.append("auto-fix: cudafix applies this %s" % _SCOPES.get(fix.scope, fix.scope))
     return lines
 
 
@@ -421,7 +425,7 @@ def _finding_lines(out: _Out, f: Finding) -> List[str]:
         head += " [%s]" % f.subject
     head += ": %s" % f.message
     if f.auto:
-        head += "  " + out.style("[auto-fixed]", "ok")
+        head += "  " + out.style("[auto-fix]", "ok")
     lines = [head]
     pad = " " * 10
     for ev in f.evidence:
@@ -505,9 +509,12 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
     return out.text()
 
 
-def render_check(runs: Sequence[RuleRun], color: bool = False) -> str:
+def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None) -> str:
     """Only the findings (and what could not be decided): the `cudafix check` output."""
     out = _Out(color)
+    if snap is not None and snap.assumed:
+        parts = ["%s=%s" % (k, _assumed_value(v)) for k, v in sorted(snap.assumed.items())]
+        out.add(out.style("what-if: assumed " + "; ".join(parts), WARNING))
     _findings(out, runs)
     return out.text()
 

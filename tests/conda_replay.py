@@ -86,6 +86,10 @@ def make_prefix(path: pathlib.Path, other_scripts: bool = True) -> pathlib.Path:
     (site / "cudafix-checkout.pth").write_text(str(REPO) + "\n")
     (site / "_cudafix_test_inject.py").write_text(INJECT)
     (site / "_cudafix_test_inject.pth").write_text("import _cudafix_test_inject\n")
+    # compile now, as an installed env would be: a __pycache__ created by the first cold run
+    # would make site-packages newer than the cache that run writes
+    subprocess.run([str(path / "bin" / "python"), "-m", "compileall", "-q", str(site / "_cudafix_test_inject.py")],
+                   check=True, capture_output=True, timeout=60)
     for d in ("activate.d", "deactivate.d"):
         dst = path / "etc" / "conda" / d
         dst.mkdir(parents=True)
@@ -154,11 +158,11 @@ def deactivate_code(fam: str, prefix: pathlib.Path, path_before: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rattler_activate_code(fam: str, prefix: pathlib.Path, path_before: str) -> str:
+def rattler_activate_code(shell_name: str, prefix: pathlib.Path, path_before: str) -> str:
     """Activation code rendered by py-rattler (an independent implementation of conda's)."""
     from rattler.shell import ActivationVariables, Shell, activate
 
-    shell = {"bash": Shell.bash, "zsh": Shell.zsh, "fish": Shell.fish}[fam]
+    shell = {"bash": Shell.bash, "zsh": Shell.zsh, "fish": Shell.fish}[shell_name]
     res = activate(prefix, ActivationVariables(None, path_before.split(":")), shell)
     return res.script + "\n"
 
@@ -210,8 +214,10 @@ class Replay:
         return self
 
     def activate(self, rattler: bool = False) -> "Replay":
-        code = rattler_activate_code if rattler else activate_code
-        self.parts.append(code(self.fam, self.prefix, self.path_before))
+        if rattler:
+            self.parts.append(rattler_activate_code(self.shell, self.prefix, self.path_before))
+        else:
+            self.parts.append(activate_code(self.fam, self.prefix, self.path_before))
         return self
 
     def deactivate(self) -> "Replay":

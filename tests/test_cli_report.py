@@ -325,3 +325,42 @@ def test_every_rule_is_documented():
         if holes:
             missing[rule.id] = holes
     assert not missing
+
+
+# -- the README's two commands and CI --------------------------------------------------------
+
+
+def _readme_commands():
+    text = (REPO / "README.md").read_text()
+    block = text.split("## Two commands", 1)[1].split("```", 2)[1]
+    return [ln.split("#")[0].strip() for ln in block.strip().splitlines()]
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    status_cmd, test_cmd = _readme_commands()
+    assert status_cmd == "./run status" and test_cmd == "./run test"
+    ci = (REPO / ".ci" / "run").read_text().splitlines()
+    assert ci[0] == "#!/usr/bin/env bash"
+    code = [ln for ln in ci if ln.strip() and not ln.startswith("#")]
+    assert code == ["set -euo pipefail", 'cd "$(dirname "${BASH_SOURCE[0]}")/.."', "exec " + test_cmd]
+    assert os.access(REPO / ".ci" / "run", os.X_OK) and os.access(REPO / "run", os.X_OK)
+
+
+def test_run_test_fails_when_no_test_is_collected():
+    env = dict(os.environ, CUDAFIX_RUN_PYTHON=sys.executable)
+    r = subprocess.run([str(REPO / "run"), "test", "-q", "-k", "no_test_has_this_name_zzz"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "pytest collected no tests (exit status 5)" in r.stderr
+
+
+def test_run_status_shows_the_bundled_example_without_driver():
+    if os.path.exists("/sys/module/nvidia/version") or os.path.exists("/proc/driver/nvidia/version"):
+        pytest.skip("this machine has an NVIDIA driver: ./run status shows only the real machine")
+    env = dict(os.environ, CUDAFIX_RUN_PYTHON=sys.executable)
+    r = subprocess.run([str(REPO / "run"), "status"], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.split("No NVIDIA driver on this machine.")
+    assert "kernel module    unknown" in first
+    assert "snapshot: bundled example h200-torch2.11-cu130" in second
+    assert "0  NVIDIA H200  sm_90" in second

@@ -260,3 +260,8 @@ def test_hostile_env_values_never_raise(torch_cu_dir):
     assert by_soname(info)["libcublas.so.13"].resolved  # RPATH still wins; the walk stays bounded
     jl = by_soname(info)["libnvJitLink.so.13"]
     assert jl.resolved is None and "undecided, search stopped after" in jl.unknown
+
+
+def test_no_torch_at_all():
+    info = libraries.probe_libraries(None, base_env())
+    assert info.resolutions == [] and "no torch" in info.unknown["resolutions"]

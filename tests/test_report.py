@@ -165,15 +165,15 @@ def test_findings_evidence_fix_auto_and_unknowns():
     lines = findings.splitlines()
     i = next(n for n, ln in enumerate(lines) if "lib-shadowed" in ln)
     assert lines[i].split() [:3] == ["error", "lib-shadowed", "[libnvJitLink.so.12]:"]
-    assert "[auto-fixed]" in lines[i]
+    assert "[auto-fix]" in lines[i]
     block = "\n".join(lines[i:i + 8])
     assert "- LD_LIBRARY_PATH is searched before libcusparse's DT_RUNPATH" in block
     assert "remove /usr/local/cuda-12.1/lib64 from LD_LIBRARY_PATH" in block
     assert "preload %s (for libnvJitLink.so.12)" % OWN_JITLINK in block
-    assert "auto-fixed: cudafix applies this on `conda activate` and at `import torch`" in block
+    assert "auto-fix: cudafix applies this on `conda activate` and at `import torch`" in block
     # errors before warnings; the warning is not marked auto
     j = next(n for n, ln in enumerate(lines) if "launch-blocking" in ln)
-    assert j > i and "[auto-fixed]" not in lines[j]
+    assert j > i and "[auto-fix]" not in lines[j]
     assert "unset CUDA_LAUNCH_BLOCKING" in lines[j + 2]
     # unknown verdicts and a crashed rule are shown, never as ok
     assert any(ln.split()[:2] == ["unknown", "arch-unsupported:"] and "NVML not available" in ln for ln in lines)
@@ -278,3 +278,11 @@ def test_write_atomic_replaces_and_respects_umask(tmp_path):
     assert target.read_text() == "new\n"
     assert oct(target.stat().st_mode & 0o777) == oct(0o640)
     assert os.listdir(tmp_path) == ["snap.json"]
+
+
+def test_what_if_as_cudafix_assume_records_it():
+    snap = Snapshot(assumed={"driver": {"value": "535.104.05", "cuda_version": 12020, "replaced": {"kernel_version": None}},
+                             "gpus": {"values": ["NVIDIA A100", "sm_61"], "replaced": []}})
+    line = "what-if: assumed driver=535.104.05; gpus=NVIDIA A100,sm_61"
+    assert "  " + line + "\n" in report.render_status(snap, [])
+    assert report.render_check([], snap=snap).startswith(line + "\n")

@@ -417,12 +417,18 @@ def find_root(torch_package_dir: str) -> Optional[str]:
 
 
 def probe_libraries(
-    torch_package_dir: str,
+    torch_package_dir: Optional[str],
     env: Mapping[str, str],
     executable: Optional[str] = None,
     preloaded: Sequence[str] = (),
 ) -> LibraryInfo:
-    """Resolve the CUDA libraries torch would load in ``env``; never raises."""
+    """Resolve the CUDA libraries torch would load in ``env``; never raises.
+
+    ``torch_package_dir`` None (no torch found): nothing to resolve, said in ``unknown``.
+    ``preloaded``: absolute paths already in the process (e.g. the startup hook's preloads).
+    """
+    if not torch_package_dir:
+        return LibraryInfo(unknown={"resolutions": "no torch installation to resolve libraries for"})
     try:
         return _probe(torch_package_dir, env, executable, preloaded)
     except Exception as exc:  # the probe contract: unknown with a reason

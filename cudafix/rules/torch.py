@@ -129,55 +129,57 @@ def check_torchvision(snap: Snapshot) -> Iterable[Outcome]:
         return [problem("%s is installed without torch" % tv_label, ["no torch distribution on sys.path"],
                         fix=Fix(summary="install torch (the release paired with %s) or remove torchvision" % tv_label), subject="torchvision")]
     torch_v = base_version(t.version or t.dist.version)
-    out: List[Outcome] = []
-    # 1. version pairing
+    msgs: List[str] = []
+    ev: List[str] = []
+    notes: List[Outcome] = []
+    # 1. version pairing: the wheel's Requires-Dist pin, else the pairing table (major.minor only)
     want_tv = tb.torchvision_for(torch_v)
     pinned = None
     if tv.requires_torch:
         m = re.search(r"torch\s*==\s*([0-9][0-9A-Za-z.+]*)", tv.requires_torch)
         pinned = m.group(1) if m else None
     have = base_version(tv.version or tv.dist.version)
+    version_bad = False
     if pinned:
         if base_version(pinned) != torch_v:
-            out.append(problem(
-                "%s is built for torch %s, but torch %s is installed" % (tv_label, pinned, torch_v),
-                ["torchvision's Requires-Dist pins %s; installed %s" % (tv.requires_torch, torch_label(t)),
-                 "torchvision's C++ ops are compiled against one torch release: with another they fail to load"],
-                fix=_tv_fix(snap, t, want_tv, reinstall=False), subject="torchvision",
-            ))
+            version_bad = True
+            msgs.append("%s is built for torch %s, but torch %s is installed" % (tv_label, pinned, torch_v))
+            ev.append("torchvision's Requires-Dist pins %s; installed %s" % (tv.requires_torch, torch_label(t)))
     elif want_tv:
         if vtuple(have)[:2] != vtuple(want_tv)[:2]:
-            out.append(problem(
-                "%s does not pair with torch %s (expects torchvision %s)" % (tv_label, torch_v, want_tv),
-                ["pytorch/vision compatibility table: torch %s pairs with torchvision %s; installed %s" % (torch_v, want_tv, have),
-                 "torchvision's C++ ops are compiled against one torch release: with another they fail to load"],
-                fix=_tv_fix(snap, t, want_tv, reinstall=False), subject="torchvision",
-            ))
+            version_bad = True
+            msgs.append("%s does not pair with torch %s (expects torchvision %s)" % (tv_label, torch_v, want_tv))
+            ev.append("pytorch/vision compatibility table: torch %s pairs with torchvision %s; installed %s" % (torch_v, want_tv, have))
     else:
-        out.append(unknown("which torchvision pairs with torch %s is unknown (no Requires-Dist pin, not in cudafix's table)" % torch_v, subject="torchvision"))
+        notes.append(unknown("which torchvision pairs with torch %s is unknown (no Requires-Dist pin, not in cudafix's table)" % torch_v, subject="torchvision"))
+    if version_bad:
+        ev.append("torchvision's C++ ops are compiled against one torch release: with another they fail to load")
     # 2. CUDA variant
     tvc, how = _tv_cuda(tv)
+    cuda_bad = False
     if tvc is None:
         if t.cuda:
-            out.append(unknown("%s: its CUDA variant is unknown (no local version or conda build string)" % tv_label, subject="torchvision"))
+            notes.append(unknown("%s: its CUDA variant is unknown (no local version or conda build string)" % tv_label, subject="torchvision"))
     else:
         t_c = t.cuda or "cpu"
         same = (tvc == "cpu" and t_c == "cpu") or (tvc != "cpu" and t_c != "cpu" and major_minor(tvc) == major_minor(t_c))
         if not same:
-            ev = ["torch %s: CUDA %s (torch/version.py); %s: %s (%s)" % (t.version or torch_v, t_c, tv_label, tvc, how)]
+            cuda_bad = True
+            msgs.append("%s is a %s build but torch is %s" % (tv_label, "CPU" if tvc == "cpu" else "CUDA %s" % tvc, "CPU-only" if t_c == "cpu" else "CUDA %s" % t_c))
+            ev.append("%s: CUDA %s (torch/version.py); %s: %s (%s)" % (torch_label(t), t_c, tv_label, tvc, how))
             if tvc != "cpu" and t_c != "cpu":
                 ev.append("torchvision raises at import: Detected that PyTorch and torchvision were compiled with different CUDA versions")
             elif tvc == "cpu":
                 ev.append("a CPU torchvision has no CUDA kernels: its ops (nms, roi_align, ...) fail on CUDA tensors")
             else:
                 ev.append("a CUDA torchvision needs a CUDA torch: its C++ ops fail to load")
-            out.append(problem(
-                "%s is a %s build but torch is %s" % (tv_label, "CPU" if tvc == "cpu" else "CUDA %s" % tvc, "CPU-only" if t_c == "cpu" else "CUDA %s" % t_c),
-                ev, fix=_tv_fix(snap, t, want_tv or have, reinstall=(vtuple(have)[:2] == vtuple(want_tv or have)[:2])), subject="torchvision",
-            ))
-    if not any(o.verdict != "ok" for o in out):
-        return [ok("%s pairs with %s (version and CUDA variant)" % (tv_label, torch_label(t)), subject="torchvision")]
-    return out
+    if msgs:
+        target = want_tv or have
+        fix = _tv_fix(snap, t, target, reinstall=(not version_bad) and vtuple(have)[:3] == vtuple(target)[:3])
+        return [problem("; ".join(msgs), ev, fix=fix, subject="torchvision")] + notes
+    if notes:
+        return notes
+    return [ok("%s pairs with %s (version and CUDA variant)" % (tv_label, torch_label(t)), subject="torchvision")]
 
 
 # -- mixed-cuda-sources --------------------------------------------------------------------

@@ -102,7 +102,7 @@ def cache(guard: Guard, plan: Plan, version: str) -> str:
     return (
         "# cudafix %s activation cache (generated; safe to delete). See docs/activation.md.\n"
         "# sourced by activate.d/cudafix.sh, which sets _cudafix_f and _cudafix_fmt\n"
-        "# shellcheck shell=sh disable=SC2154\n"
+        "# shellcheck shell=sh disable=SC2154,SC2016\n"
         "if %s; then\n"
         "_cudafix_fresh=1\n"
         "%s"

@@ -1,0 +1,89 @@
+"""Generate docs/rules.md from the rule registry (id, severity, meaning, auto-fix, symptoms, sources).
+
+    python -m cudafix.devtools.rules_doc            # rewrite docs/rules.md
+    python -m cudafix.devtools.rules_doc --check    # exit 1 if docs/rules.md is out of date
+
+tests/test_rules_doc.py fails when the committed file differs from what this prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional, Sequence
+
+HEADER = """# cudafix rules
+
+Generated from the rule registry by `python -m cudafix.devtools.rules_doc`; do not edit by hand.
+Rule ids are a public contract (the JSON `rule` field, `cudafix explain RULE`, `--only` / `--skip`).
+
+- **severity**: the default severity of the rule's findings (a finding may state a different one,
+  e.g. `cuda-home-mismatch` is an error for a different CUDA major and a warning for a minor).
+- **auto-fix**: yes when cudafix applies a safe correction itself (on `conda activate` and/or at
+  `import torch`); otherwise the finding carries advice: an exact command to run.
+"""
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render(registry: Optional[Sequence] = None) -> str:
+    if registry is None:
+        from cudafix.rules import REGISTRY as registry
+    lines: List[str] = [HEADER, "| rule | severity | auto-fix | what it detects |", "| --- | --- | --- | --- |"]
+    for r in registry:
+        lines.append("| [`%s`](#%s) | %s | %s | %s |" % (r.id, r.id, r.severity, "yes" if r.auto else "no", _md(r.title)))
+    lines.append("")
+    for r in registry:
+        lines.append("## %s" % r.id)
+        lines.append("")
+        lines.append("**%s** — severity `%s`, auto-fix: %s." % (r.title, r.severity, "yes" if r.auto else "no (advice)"))
+        lines.append("")
+        lines.append("**Cause.** %s" % r.cause)
+        lines.append("")
+        if r.symptoms:
+            lines.append("**How it shows up:**")
+            lines.append("")
+            for s in r.symptoms:
+                lines.append("- `%s`" % s.replace("`", "'"))
+            lines.append("")
+        lines.append("**Evidence used.** %s" % r.evidence_used)
+        lines.append("")
+        lines.append("**Fix.** %s" % r.fix_text)
+        lines.append("")
+        if r.sources:
+            lines.append("**Sources:** %s" % "; ".join(r.sources))
+            lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def default_path() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "docs", "rules.md")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cudafix.devtools.rules_doc", description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
+    ap.add_argument("--output", default=default_path())
+    args = ap.parse_args(argv)
+    text = render()
+    if args.check:
+        try:
+            with open(args.output, encoding="utf-8") as fh:
+                current = fh.read()
+        except OSError:
+            current = None
+        if current != text:
+            print("%s is out of date: run python -m cudafix.devtools.rules_doc" % args.output, file=sys.stderr)
+            return 1
+        return 0
+    with open(args.output, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
