@@ -22,7 +22,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from cudafix import shells
 from cudafix.fixes import EnvPatch
@@ -124,7 +124,9 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
     """Apply, in order, the env parts of the safe fixes whose scope includes activation.
 
     The plan holds final values, so the shells never compute list edits themselves.  Ops on
-    variables activation cannot manage (PATH, CONDA_*, ...) are left out.
+    variables activation cannot manage (PATH, CONDA_*, ...) are left out.  The line counts the
+    error/warning findings still open: not corrected, or corrected but with advice commands left
+    for the user (arch-ptx-jit: the cache is raised, a native build is still the real fix).
     """
     cur: Dict[str, str] = dict(env)
     order: List[str] = []
@@ -141,7 +143,8 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
         changed = [op for op in ops if before.get(op.name) != cur.get(op.name) or ((op.name in before) != (op.name in cur))]
         if not changed:
             continue
-        applied.add(i)
+        if not f.fix.commands:  # applied, and nothing left for the user to do
+            applied.add(i)
         for op in ops:
             if op.name not in order:
                 order.append(op.name)
@@ -375,3 +378,46 @@ def _version() -> str:
     from cudafix import __version__
 
     return __version__
+
+
+# -- `python -m cudafix shell ...` without click (the cold path of every activation) ------------
+
+def fast_main(argv: Sequence[str]) -> Optional[int]:
+    """Handle exactly `shell --shell S --activate|--deactivate [--write-cache]` (any order).
+
+    Returns None for anything else, which then goes to the click CLI (help, errors).  Importing
+    click and every command costs ~50 ms on the activation cold path; this skips it.
+    """
+    args = list(argv)
+    if not args or args[0] != "shell":
+        return None
+    rest = args[1:]
+    shell = None
+    action = None
+    write = False
+    i = 0
+    while i < len(rest):
+        a = rest[i]
+        if a == "--shell" and i + 1 < len(rest):
+            shell = rest[i + 1]
+            i += 2
+            continue
+        if a.startswith("--shell="):
+            shell = a.split("=", 1)[1]
+        elif a in ("--activate", "--deactivate") and action is None:
+            action = a[2:]
+        elif a == "--write-cache":
+            write = True
+        else:
+            return None
+        i += 1
+    if shell not in shells.SHELL_FAMILY or action is None:
+        return None
+    text = render_activate(shell, write=write) if action == "activate" else render_deactivate(shell)
+    out = getattr(sys.stdout, "buffer", None)
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.flush()
+    return 0

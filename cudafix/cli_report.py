@@ -238,11 +238,14 @@ def load_snapshot(from_file: Optional[str], example: Optional[str], python: Opti
             return Snapshot.load(path), "bundled example %s" % example
         except SnapshotError as exc:
             raise BadInput("example %s: %s" % (example, exc)) from None
+    from cudafix import paths
     from cudafix.probes import take_snapshot
 
+    # The per-env cache the activation hook uses too (fatbin scans keyed by path, size, mtime).
     if python:
-        return take_snapshot(python=_check_python(python)), "probed for %s" % python
-    return take_snapshot(), "probed on this machine"
+        prefix = os.path.dirname(os.path.dirname(os.path.abspath(_check_python(python))))
+        return take_snapshot(python=python, cache_dir=paths.env_cache_dir(prefix)), "probed for %s" % python
+    return take_snapshot(cache_dir=paths.env_cache_dir(sys.prefix)), "probed on this machine"
 
 
 def analyse(opts: Dict[str, Any], run_rules: bool = True) -> Tuple[Snapshot, str, List[RuleRun]]:

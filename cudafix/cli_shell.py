@@ -41,7 +41,10 @@ def _write_out(text: str) -> None:
 @click.option("--activate", "action", flag_value="activate", help="Print activation code.")
 @click.option("--deactivate", "action", flag_value="deactivate", help="Print deactivation code.")
 @click.option("--write-cache", is_flag=True, hidden=True, help="Also refresh this env's activation cache (activate.d).")
-def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool) -> None:
+@click.option("--from", "from_file", metavar="FILE", default=None,
+              help="Plan from a recorded snapshot (`cudafix snapshot`) and its environment variables instead of "
+                   "this machine (what `conda activate` would do there); never writes the cache.")
+def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool, from_file: Optional[str] = None) -> None:
     """Print shell code applying (or undoing) cudafix's safe corrections.
 
     \b
@@ -52,10 +55,26 @@ def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool) -> None
         raise click.UsageError("give --activate or --deactivate")
     from cudafix import activation
 
-    if action == "activate":
+    if action == "activate" and from_file:
+        _write_out(_activate_from(shell_name, from_file))
+    elif action == "activate":
         _write_out(activation.render_activate(shell_name, write=write_cache))
     else:
         _write_out(activation.render_deactivate(shell_name))
+
+
+def _activate_from(shell_name: str, path: str) -> str:
+    """Activation code for a recorded snapshot: its findings, planned against its own env."""
+    from cudafix import activation, rules
+    from cudafix.snapshot import Snapshot, SnapshotError
+
+    try:
+        snap = Snapshot.load(path)
+    except SnapshotError as exc:
+        raise click.ClickException("--from %s: %s" % (path, exc))
+    env = activation.restored_env(snap.env)
+    plan = activation.plan_from_findings(rules.findings(rules.run(snap)), env)
+    return shells.renderer(shell_name).activate(plan)
 
 
 # -- hooks --------------------------------------------------------------------------------------

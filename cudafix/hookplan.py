@@ -27,6 +27,7 @@ import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import _cudafix_startup as hook
+from cudafix import hookenv
 from _cudafix_startup import CudafixWarning  # noqa: F401  (re-exported: cudafix.hookplan.CudafixWarning)
 from cudafix.findings import Finding
 from cudafix.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
@@ -78,7 +79,7 @@ def warning_lines(f: Finding, ops, preloads) -> Tuple[bool, str, str]:
 
 
 def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath_part: Sequence[str],
-                stats: Sequence[Tuple[str, str]] = (), machine: Optional[Sequence[str]] = None) -> hook.Entry:
+                stats: Sequence[Tuple[str, str]] = (), machine: Optional[Sequence[str]] = None) -> hookenv.Entry:
     """The cache entry (plan + fingerprints) for these findings in this environment."""
     ops: List[Tuple[str, str, str, Optional[str]]] = []
     preloads: List[Tuple[str, str, str]] = []
@@ -102,7 +103,7 @@ def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath
         except Exception:  # noqa: BLE001 - the same op fails the same way in the hook
             pass
     post_fp = hook.fingerprint(after, syspath_part, machine)
-    return hook.Entry(fp, post_fp, stats=stats, ops=ops, preloads=preloads, warns=warns)
+    return hookenv.Entry(fp, post_fp, stats=stats, ops=ops, preloads=preloads, warns=warns)
 
 
 def depends_on(snapshot, preloads: Sequence[Tuple[str, str, str]] = ()) -> List[Tuple[str, str]]:
@@ -135,7 +136,7 @@ def snapshot_for_hook(environ: Mapping[str, str]):
 
 
 def compute(environ: Optional[Mapping[str, str]] = None, syspath_part: Optional[Sequence[str]] = None,
-            snapshot=None) -> hook.Entry:
+            snapshot=None) -> hookenv.Entry:
     """Probe, run the rules, and build the entry for the current interpreter."""
     from cudafix import rules
 
@@ -145,7 +146,7 @@ def compute(environ: Optional[Mapping[str, str]] = None, syspath_part: Optional[
     snap = snapshot_for_hook(environ) if snapshot is None else snapshot
     found = rules.findings(rules.run(snap))
     entry = build_entry(found, environ, syspath_part)
-    entry.stats = depends_on(snap, entry.preloads)
+    entry[2] = depends_on(snap, entry.preloads)
     return entry
 
 
@@ -156,12 +157,12 @@ def _private_dir(path: str) -> bool:
     """Create ``path`` (0700) if needed; True if it is ours and not writable by others."""
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
-        return hook._trusted(os.stat(path), os.geteuid(), True)
+        return hook.trusted(os.stat(path), os.geteuid(), True)
     except OSError:
         return False
 
 
-def write_entry(cache_path: str, entry: hook.Entry) -> bool:
+def write_entry(cache_path: str, entry: list) -> bool:
     """Put ``entry`` first in the cache file, atomically (tempfile + os.replace).
 
     Concurrent writers each replace the whole file: the file is always one writer's complete
@@ -172,8 +173,8 @@ def write_entry(cache_path: str, entry: hook.Entry) -> bool:
     if not _private_dir(d):
         return False
     old, _ = hook.read_cache(cache_path)
-    entries = [entry] + [e for e in old if e.fp != entry.fp][: MAX_ENTRIES - 1]
-    data = hook.dump_entries(entries)
+    entries = [entry] + [e for e in old if e[0] != entry[0]][: MAX_ENTRIES - 1]
+    data = hookenv.dump_entries(entries)
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".%s." % hook.CACHE_FILE, suffix=".tmp")
@@ -192,19 +193,19 @@ def write_entry(cache_path: str, entry: hook.Entry) -> bool:
                 pass
 
 
-def cold(st) -> Optional[hook.Entry]:
+def cold(st) -> Optional[hookenv.Entry]:
     """Called by the hook at ``import torch`` when the cache had no fresh entry."""
     t0 = time.perf_counter()
     entry = compute(os.environ, st.syspath)
     ms = (time.perf_counter() - t0) * 1000
     wrote = write_entry(st.cache_path, entry) if st.cache_path else False
-    hook._say(st, "checked the CUDA stack in %.0f ms (%d env corrections, %d preloads, %d findings to report); %s"
+    hook.say(st, "checked the CUDA stack in %.0f ms (%d env corrections, %d preloads, %d findings to report); %s"
               % (ms, len(entry.ops), len(entry.preloads), len(entry.warns),
                  "cached in %s" % st.cache_path if wrote else "cache not writable: nothing cached"))
     return entry
 
 
-def refresh(environ: Optional[Mapping[str, str]] = None, snapshot=None) -> Tuple[Optional[str], hook.Entry]:
+def refresh(environ: Optional[Mapping[str, str]] = None, snapshot=None) -> Tuple[Optional[str], hookenv.Entry]:
     """Recompute and cache the entry for this interpreter now (``cudafix status``, activation).
 
     Uses the sys.path part the hook recorded at this process's start when it ran, so the entry

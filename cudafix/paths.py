@@ -32,7 +32,7 @@ def env_key(prefix: str) -> str:
     Computed with builtins only (no hashlib): the startup hook (_cudafix_startup.env_key)
     computes the same key at interpreter start, where hashlib is not loaded.
     """
-    n = int.from_bytes(os.path.realpath(prefix).encode("utf-8", "surrogateescape"), "little") % _M61
+    n = int.from_bytes(os.path.abspath(prefix).encode("utf-8", "surrogateescape"), "little") % _M61
     return "%016x" % (n * 0x9E3779B97F4A7C15 % _M61)
 
 

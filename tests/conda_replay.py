@@ -21,7 +21,6 @@ Environments are compared as the bytes ``env -0`` prints.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import shutil
 import subprocess

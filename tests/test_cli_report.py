@@ -364,3 +364,17 @@ def test_run_status_shows_the_bundled_example_without_driver():
     assert "kernel module    unknown" in first
     assert "snapshot: bundled example h200-torch2.11-cu130" in second
     assert "0  NVIDIA H200  sm_90" in second
+
+
+def test_status_caches_the_arch_scan_per_env(torch_cu_python, tmp_path):
+    """The fatbin scan result is kept in the env's cache dir (as the hook does) and reused."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    first = run_cudafix(torch_cu_python, "status", "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    caches = list(tmp_path.glob("cudafix/envs/*/fatbin-cache.json"))
+    assert len(caches) == 1
+    assert caches[0].parent.name == __import__("cudafix.paths").paths.env_key(str(torch_cu_python.parent.parent))
+    second = run_cudafix(torch_cu_python, "status", "--json", env=env)
+    arch = [[(a["library"], a["sass"], a["ptx"]) for a in json.loads(r.stdout)["snapshot"]["torch"][0]["arch"]]
+            for r in (first, second)]
+    assert arch[0] == arch[1] and any("sm_90" in sass for _lib, sass, _ptx in arch[0])

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from tests import conda_replay as cr
 from cudafix.findings import Finding
 from cudafix.fixes import EnvOp, EnvPatch, Fix
+from tests import conda_replay as cr
 
 ALL_SHELLS = [s for s in cr.SHELLS if cr.available(s)]
 SH_SHELLS = [s for s in ALL_SHELLS if cr.SHELLS[s][1] == "sh"]

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import _cudafix_startup as hook
+from cudafix import hookenv
 import cudafix
 from cudafix import hookplan, paths
 from cudafix.findings import Finding
@@ -31,7 +32,7 @@ def test_env_names_cover_what_the_probes_read():
     assert missing == []
 
 
-@given(prefix=st.text(st.characters(blacklist_characters="\0"), min_size=1, max_size=60),
+@given(prefix=env_text.filter(bool),
        xdg=st.one_of(st.none(), st.just("/x/cache"), st.just("relative/cache"), st.just("")),
        home=st.one_of(st.none(), st.just("/home/u"), st.just("~"), st.just("")))
 @settings(max_examples=200, deadline=None)
@@ -64,7 +65,7 @@ def test_apply_op_equals_envop_apply(start, seq):
 
 
 entries = st.builds(
-    hook.Entry,
+    hookenv.Entry,
     st.text("0123456789abcdef.", min_size=1, max_size=30),
     st.text("0123456789abcdef.", min_size=1, max_size=30),
     st.lists(st.tuples(env_text, env_text), max_size=3),
@@ -77,13 +78,13 @@ entries = st.builds(
 @given(st.lists(entries, max_size=4))
 @settings(max_examples=200, deadline=None)
 def test_cache_round_trip(es):
-    assert hook.parse_entries(hook.dump_entries(es)) == es
+    assert hook.parse_entries(hookenv.dump_entries(es)) == es
 
 
 def _valid_cache_bytes():
-    e = hook.Entry("1.2.3", "4.5.6", [("/x", "1:2:3")], [("r", SET, "CUDA_CACHE_MAXSIZE", "4294967296")],
+    e = hookenv.Entry("1.2.3", "4.5.6", [("/x", "1:2:3")], [("r", SET, "CUDA_CACHE_MAXSIZE", "4294967296")],
                    [("r", "libx.so.1", "/lib/libx.so.1")], [("r", False, "fixed", "unfixed")])
-    return hook.dump_entries([e, e])
+    return hookenv.dump_entries([e, e])
 
 
 @given(cut=st.integers(min_value=0, max_value=len(_valid_cache_bytes()) - 1))
@@ -167,7 +168,7 @@ def test_missing_cache(tmp_path):
 
 def test_write_entry_creates_private_file_and_keeps_newest_first(tmp_path):
     path = str(tmp_path / "a" / "b" / hook.CACHE_FILE)
-    e1, e2 = hook.Entry("1", "1"), hook.Entry("2", "2")
+    e1, e2 = hookenv.Entry("1", "1"), hookenv.Entry("2", "2")
     assert hookplan.write_entry(path, e1)
     assert hookplan.write_entry(path, e2)
     assert hookplan.write_entry(path, e1)  # same fingerprint: replaced, moved first
@@ -176,7 +177,7 @@ def test_write_entry_creates_private_file_and_keeps_newest_first(tmp_path):
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) & 0o077 == 0
     assert os.listdir(os.path.dirname(path)) == [hook.CACHE_FILE]  # no temp file left
     for i in range(40):
-        hookplan.write_entry(path, hook.Entry(str(i), str(i)))
+        hookplan.write_entry(path, hookenv.Entry(str(i), str(i)))
     assert len(hook.read_cache(path)[0]) == hookplan.MAX_ENTRIES
 
 
@@ -184,7 +185,7 @@ def test_write_entry_refuses_a_dir_others_can_write(tmp_path):
     d = tmp_path / "shared"
     d.mkdir()
     os.chmod(str(d), 0o777)
-    assert not hookplan.write_entry(str(d / hook.CACHE_FILE), hook.Entry("1", "1"))
+    assert not hookplan.write_entry(str(d / hook.CACHE_FILE), hookenv.Entry("1", "1"))
     assert not (d / hook.CACHE_FILE).exists()
 
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import _cudafix_startup as hook
+from cudafix import hookenv
 from tests.test_startup_helpers import clean_env, make_venv, stub_torch
 
 NAMES = ["LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_CACHE_MAXSIZE",
@@ -48,7 +49,7 @@ def _cache_path(python, env):
     return p.stdout.strip()
 
 
-GOOD = hook.dump_entries([hook.Entry("1.2.3", "1.2.3", [("/x", "-")], [("r", "set", "CUDA_HOME", "/c")],
+GOOD = hookenv.dump_entries([hookenv.Entry("1.2.3", "1.2.3", [("/x", "-")], [("r", "set", "CUDA_HOME", "/c")],
                                      [("r", "libx.so", "/nonexistent/libx.so")], [("r", False, "a", "b")])])
 
 

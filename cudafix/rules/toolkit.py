@@ -20,7 +20,16 @@ def _toolkit_at(snap: Snapshot, path: str) -> Optional[Toolkit]:
         if _same(tk.path, path):
             return tk
     real = [tk for tk in snap.toolkits.toolkits if tk.found_via and _same(tk.found_via, path)]
-    return real[0] if real else None
+    if real:
+        return real[0]
+    # The probe records toolkits by realpath and the names they were seen under (``sources``),
+    # while cuda_home is spelled as cpp_extension sees it: /usr/local/cuda -> cuda-12.1 (a
+    # symlink) or CUDA_HOME=<symlink> must still find that toolkit.
+    via = snap.toolkits.cuda_home_via
+    seen_as = [tk for tk in snap.toolkits.toolkits
+               if any(s.startswith("/") and _same(s, path) for s in tk.sources)
+               or (via in ("CUDA_HOME", "CUDA_PATH") and via in tk.sources)]
+    return seen_as[0] if seen_as else None
 
 
 def _matching(snap: Snapshot, want) -> List[Toolkit]:

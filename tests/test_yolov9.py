@@ -1,0 +1,238 @@
+"""Issue 8: the yolov9 image, end to end, on the transcribed snapshots of tests/fixtures/yolov9/.
+
+Expected outcomes are the issue's, written before running the rules:
+- A100 / RTX 4090 (both builds): cuda-home-mismatch (CUDA_HOME or /usr/local/cuda -> 12.1 vs torch's
+  11.3: a major mismatch, error) whose safe fix sets CUDA_HOME=/usr/local/cuda-11.3; nothing else at
+  warning or error level (sm_89 runs the sm_86 SASS; no invented cause for the stall).
+- H100 / H200 + conda build: arch-ptx-jit (compute_37 PTX JIT), how big the cache must be, the cache
+  raised on activation (CUDA_CACHE_MAXSIZE), and the exact command of a torch build with native
+  sm_90 for driver R530 (CUDA 12.1) and Python 3.8: torch 2.4.1 (last release for Python 3.8,
+  facts-torch §1a) cu121 (the newest 2.4 variant <= CUDA 12.1), torchvision 0.19.1.
+- H100 / H200 + pip cu113 wheel: arch-unsupported ("no kernel image is available ..."), same command.
+- LD_LIBRARY_PATH=/usr/local/cuda-12.1/lib64: lib-shadowed only if it really shadows something
+  torch loads -- it does not (conda: DT_RPATH wins; pip: hash-renamed bundled copies).
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from cudafix import rules
+from cudafix.findings import OK, PROBLEM
+from cudafix.snapshot import Snapshot
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXDIR = os.path.join(ROOT, "tests", "fixtures", "yolov9")
+sys.path.insert(0, FIXDIR)
+
+import make_snapshots  # noqa: E402
+import render_doc  # noqa: E402
+
+GPUS = ("a100", "rtx4090", "h100", "h200")
+BUILDS = ("conda", "pip")
+HOMES = ("nocudahome", "cudahome")
+VARIANTS = [(g, b, h) for g in GPUS for b in BUILDS for h in HOMES]
+
+PIP_CMD = "pip install torch==2.4.1 torchvision==0.19.1 --index-url https://download.pytorch.org/whl/cu121"
+CONDA_CMD = "conda install pytorch==2.4.1 torchvision==0.19.1 pytorch-cuda=12.1 -c pytorch -c nvidia"
+CACHE_MAX = "4294967296"
+
+
+def path_of(g, b, h):
+    return os.path.join(FIXDIR, "yolov9-%s-%s-%s.json" % (g, b, h))
+
+
+def findings_of(g, b, h):
+    snap = Snapshot.load(path_of(g, b, h))
+    runs = rules.run(snap)
+    return snap, runs, rules.findings(runs)
+
+
+def loud(found):
+    return sorted({f.rule for f in found if f.severity in ("error", "warning")})
+
+
+def by_rule(found, rule):
+    return [f for f in found if f.rule == rule]
+
+
+def env_ops(f):
+    return [(op.op, op.name, op.value) for op in f.fix.env.ops] if f.fix else []
+
+
+# -- the fixtures themselves ---------------------------------------------------------------------
+
+
+def test_fixtures_are_the_generator_output():
+    files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(FIXDIR, "yolov9-*.json")))
+    assert files == sorted(os.path.basename(path_of(*v)) for v in VARIANTS)
+    assert make_snapshots.main(["--check"]) == 0, "run tests/fixtures/yolov9/make_snapshots.py"
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=["-".join(v) for v in VARIANTS])
+def test_fixture_facts_and_sources(variant):
+    g, b, h = variant
+    with open(path_of(*variant), encoding="utf-8") as fh:
+        doc = json.load(fh)
+    src = doc["source"]
+    for cited in ("issue 8", "facts-torch.md §2a §2c", "facts-driver.md", "pytorch/builder release/1.10", "WongKinYiu/yolov9 #129"):
+        assert cited in src
+    snap = Snapshot.from_dict(doc)
+    t = snap.primary_torch
+    assert snap.python.version.startswith("3.8.") and snap.python.conda_prefix == "/opt/conda/envs/yolov9"
+    assert snap.driver.cuda_version == 12010 and snap.driver.kernel_version.startswith("530.")
+    assert snap.env["LD_LIBRARY_PATH"] == "/usr/local/cuda-12.1/lib64"
+    assert snap.env.get("CUDA_HOME") == ("/usr/local/cuda" if h == "cudahome" else None)
+    assert t.cuda == "11.3" and t.dist.origin == b
+    cov = t.arch[0]
+    assert cov.library.endswith("/libtorch_cuda_cu.so")
+    if b == "conda":
+        # facts-torch §2c: 3.7+PTX;5.0;6.0;6.1;7.0;7.5;8.0;8.6
+        assert cov.sass == ["sm_37", "sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86"]
+        assert cov.ptx == ["compute_37"]
+        assert "ESTIMATE" in cov.found_via and 256 * 2**20 < cov.ptx_bytes["compute_37"] < 2**30
+        assert t.dist.conda_build == "py3.8_cuda11.3_cudnn8.2.0_0" and t.version == "1.10.0"
+    else:
+        # facts-torch §2a: 3.7;5.0;6.0;7.0;7.5;8.0;8.6, no +PTX
+        assert cov.sass == ["sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"] and cov.ptx == []
+        assert t.version == "1.10.0+cu113"
+    paths = {tk.path: tk.version for tk in snap.toolkits.toolkits}
+    assert paths == {"/usr/local/cuda-11.3": "11.3.1", "/usr/local/cuda-12.1": "12.1.1"}
+
+
+# -- what cudafix must say, per GPU x build x CUDA_HOME -------------------------------------------
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=["-".join(v) for v in VARIANTS])
+def test_cuda_home_mismatch_fixed_to_11_3(variant):
+    _snap, _runs, found = findings_of(*variant)
+    (f,) = by_rule(found, "cuda-home-mismatch")
+    assert f.severity == "error"  # major mismatch 12 vs 11: extension builds fail
+    assert "12.1" in f.message and "11.3" in f.message
+    assert f.fix.auto and env_ops(f) == [("set", "CUDA_HOME", "/usr/local/cuda-11.3")]
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] in ("a100", "rtx4090")],
+                         ids=lambda v: "-".join(v))
+def test_ampere_ada_nothing_else_alarming(variant):
+    _snap, runs, found = findings_of(*variant)
+    assert loud(found) == ["cuda-home-mismatch"]
+    verdicts = {r.rule.id: r.verdict for r in runs}
+    for rid in ("arch-unsupported", "arch-ptx-jit", "jit-cache-too-small", "lib-shadowed"):
+        assert verdicts[rid] == OK, rid
+    # sm_89 runs the sm_86 SASS, sm_80 its own: no JIT, no invented cause for the stall
+    assert not any("JIT" in f.message or "stall" in f.message for f in found)
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] in ("h100", "h200") and v[1] == "conda"],
+                         ids=lambda v: "-".join(v))
+def test_hopper_conda_ptx_jit(variant):
+    snap, _runs, found = findings_of(*variant)
+    assert loud(found) == ["arch-ptx-jit", "cuda-home-mismatch"]
+    (f,) = by_rule(found, "arch-ptx-jit")
+    assert "compute_37" in f.message and "sm_90" in f.message
+    need = snap.primary_torch.arch[0].ptx_bytes["compute_37"]
+    mib = "%d MiB" % round(need / 2**20)
+    assert any("cache must hold about " + mib in e for e in f.evidence), f.evidence
+    assert f.fix.auto and ("set", "CUDA_CACHE_MAXSIZE", CACHE_MAX) in env_ops(f)
+    assert f.fix.commands == (CONDA_CMD, PIP_CMD)
+    assert not by_rule(found, "arch-unsupported")
+
+
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] in ("h100", "h200") and v[1] == "pip"],
+                         ids=lambda v: "-".join(v))
+def test_hopper_pip_no_kernel_image(variant):
+    _snap, _runs, found = findings_of(*variant)
+    assert loud(found) == ["arch-unsupported", "cuda-home-mismatch"]
+    (f,) = by_rule(found, "arch-unsupported")
+    assert f.severity == "error"
+    assert "no kernel image is available for execution on the device" in f.message
+    assert f.fix.commands == (CONDA_CMD, PIP_CMD) and not f.fix.auto
+    assert not by_rule(found, "arch-ptx-jit")
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=["-".join(v) for v in VARIANTS])
+def test_ld_library_path_shadows_nothing(variant):
+    snap, runs, found = findings_of(*variant)
+    assert not by_rule(found, "lib-shadowed")
+    assert {r.rule.id: r.verdict for r in runs}["lib-shadowed"] == OK
+    if variant[1] == "conda":
+        # the same sonames DO exist in 12.1's lib64; DT_RPATH keeps torch on $CONDA_PREFIX/lib
+        others = {r.soname: r.others for r in snap.libraries.resolutions}
+        assert others["libcurand.so.10"] == ["/usr/local/cuda-12.1/lib64/libcurand.so.10"]
+        assert others["libnvToolsExt.so.1"] == ["/usr/local/cuda-12.1/lib64/libnvToolsExt.so.1"]
+
+
+def test_lib_shadowed_would_fire_if_ld_library_path_won():
+    """Counterfactual (torch libs with DT_RUNPATH instead of conda's DT_RPATH): 12.1's cuRAND wins."""
+    snap = Snapshot.load(path_of("a100", "conda", "nocudahome"))
+    snap = copy.deepcopy(snap)
+    r = next(r for r in snap.libraries.resolutions if r.soname == "libcurand.so.10")
+    r.resolved, r.resolved_via, r.resolved_version = "/usr/local/cuda-12.1/lib64/libcurand.so.10.3.2.106", "LD_LIBRARY_PATH", "10.3.2.106"
+    found = rules.findings(rules.run(snap, rules.select(only=["lib-shadowed"])))
+    (f,) = found
+    assert ("remove-path", "LD_LIBRARY_PATH", "/usr/local/cuda-12.1/lib64") in env_ops(f)
+
+
+# -- activation: the real command, evaluated in a real shell ----------------------------------------
+
+BASH = shutil.which("bash")
+
+
+def _activate(variant, deactivate_too=False):
+    snap = Snapshot.load(path_of(*variant))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": ROOT, "HOME": os.environ.get("HOME", "/root")}
+    env.update(snap.env)
+    py = sys.executable
+    script = 'eval "$("%s" -m cudafix shell --shell bash --activate --from "$1")"; ' % py
+    script += 'printf "CUDA_HOME=%s\\nCUDA_CACHE_MAXSIZE=%s\\nLD_LIBRARY_PATH=%s\\n" "${CUDA_HOME-<unset>}" "${CUDA_CACHE_MAXSIZE-<unset>}" "${LD_LIBRARY_PATH-<unset>}"; '
+    if deactivate_too:
+        script += 'eval "$("%s" -m cudafix shell --shell bash --deactivate)"; ' % py
+        script += 'printf "after:CUDA_HOME=%s\\nafter:CUDA_CACHE_MAXSIZE=%s\\n" "${CUDA_HOME-<unset>}" "${CUDA_CACHE_MAXSIZE-<unset>}"; '
+    p = subprocess.run([BASH, "-c", script, "bash", path_of(*variant)], env=env, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    values = dict(line.split("=", 1) for line in p.stdout.splitlines())
+    return values, p.stderr.strip()
+
+
+@pytest.mark.skipif(BASH is None, reason="bash not installed")
+@pytest.mark.parametrize("variant", [("a100", "pip", "cudahome"), ("rtx4090", "conda", "nocudahome"),
+                                     ("h100", "conda", "nocudahome"), ("h200", "pip", "cudahome")],
+                         ids=lambda v: "-".join(v))
+def test_activation_applies_and_restores(variant):
+    values, line = _activate(variant, deactivate_too=True)
+    assert values["CUDA_HOME"] == "/usr/local/cuda-11.3"
+    assert values["LD_LIBRARY_PATH"] == "/usr/local/cuda-12.1/lib64"  # not shadowing: left alone
+    assert line.startswith("cudafix: CUDA_HOME \u2192 /usr/local/cuda-11.3") and line.endswith("\u2014 cudafix status")
+    ptx = variant[0] in ("h100", "h200") and variant[1] == "conda"
+    assert values["CUDA_CACHE_MAXSIZE"] == (CACHE_MAX if ptx else "<unset>")
+    assert ("CUDA_CACHE_MAXSIZE \u2192 " + CACHE_MAX in line) == ptx
+    if variant[0] in ("h100", "h200") and variant[1] == "pip":
+        assert "1 error" in line  # arch-unsupported has no safe fix: the user must reinstall
+    before_home = "/usr/local/cuda" if variant[2] == "cudahome" else "<unset>"
+    assert values["after:CUDA_HOME"] == before_home
+    assert values["after:CUDA_CACHE_MAXSIZE"] == "<unset>"
+
+
+# -- the doc --------------------------------------------------------------------------------------
+
+
+def test_doc_outputs_are_what_the_commands_print():
+    stale = render_doc.check()
+    assert not stale, "docs/yolov9.md is stale (run tests/fixtures/yolov9/render_doc.py): %s" % stale
+
+
+def test_doc_names_the_myths():
+    with open(os.path.join(ROOT, "docs", "yolov9.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    for myth in ("CUDA_MEMORY_POOL_THRESHOLD", "--no-cuda-graph", "/usr/local/cuda"):
+        assert myth in text
+    assert "3.06 MB" in text and "400" in text  # the measured H200 numbers, cited
