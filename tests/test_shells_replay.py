@@ -20,7 +20,7 @@ from tests import conda_replay as cr
 
 ALL_SHELLS = [s for s in cr.SHELLS if cr.available(s)]
 SH_SHELLS = [s for s in ALL_SHELLS if cr.SHELLS[s][1] == "sh"]
-HOSTILE = "'\";&&$(touch x) `touch y` \n\u00fc \\ $HOME *"
+HOSTILE = "'\";&&$(touch x) `touch y` \n\u00fc \\ $HOME * !0 !!"
 PREFIX_NAME = "my env '\";&&$(touch x) \u00fc"
 
 

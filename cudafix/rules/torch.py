@@ -156,7 +156,6 @@ def check_torchvision(snap: Snapshot) -> Iterable[Outcome]:
         ev.append("torchvision's C++ ops are compiled against one torch release: with another they fail to load")
     # 2. CUDA variant
     tvc, how = _tv_cuda(tv)
-    cuda_bad = False
     if tvc is None:
         if t.cuda:
             notes.append(unknown("%s: its CUDA variant is unknown (no local version or conda build string)" % tv_label, subject="torchvision"))
@@ -164,7 +163,6 @@ def check_torchvision(snap: Snapshot) -> Iterable[Outcome]:
         t_c = t.cuda or "cpu"
         same = (tvc == "cpu" and t_c == "cpu") or (tvc != "cpu" and t_c != "cpu" and major_minor(tvc) == major_minor(t_c))
         if not same:
-            cuda_bad = True
             msgs.append("%s is a %s build but torch is %s" % (tv_label, "CPU" if tvc == "cpu" else "CUDA %s" % tvc, "CPU-only" if t_c == "cpu" else "CUDA %s" % t_c))
             ev.append("%s: CUDA %s (torch/version.py); %s: %s (%s)" % (torch_label(t), t_c, tv_label, tvc, how))
             if tvc != "cpu" and t_c != "cpu":

@@ -12,8 +12,8 @@ and the activate script sources it.  `cudafix shell --shell tcsh --activate` pri
 code for `source`-ing from a file (docs/activation.md).
 
 Quoting: single quotes; ``'`` is written ``'\\''``; a newline inside a value is written as a
-backslash-newline inside the quotes.  History substitution (``!``) is not applied to sourced
-files, so ``!`` is left alone.
+backslash-newline inside the quotes; ``!`` is written ``\\!`` (tcsh applies history
+substitution even to sourced files: ``'!0'`` fails with "0: Event not found").
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ EXT = "csh"
 
 
 def quote(s: str) -> str:
-    return "'" + s.replace("'", "'\\''").replace("\n", "\\\n") + "'"
+    # tcsh applies history substitution even to sourced files: '!' is written '\!'
+    return "'" + s.replace("'", "'\\''").replace("!", "\\!").replace("\n", "\\\n") + "'"
 
 
 RESTORE = r"""# restore what a previous cudafix activation changed (a value the user changed is kept)
