@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -114,18 +115,19 @@ def main(argv=None):
     floors = {k: [] for k in floor_cmds}
 
     warm, cold, collect = [], [], []
-    with tempfile.TemporaryDirectory(prefix="cudafix-bench-") as tmp:
-        for i in range(args.n):
-            for k, c in floor_cmds.items():
-                floors[k].append(measure(c, base_env))
-            warm.append(measure(cudafix_cmd, cudafix_env))
-            validate_cudafix(warm[-1])
-            cache = os.path.join(tmp, "cache-%d" % i)
-            os.mkdir(cache)
+    for _ in range(args.n):
+        for k, c in floor_cmds.items():
+            floors[k].append(measure(c, base_env))
+        warm.append(measure(cudafix_cmd, cudafix_env))
+        validate_cudafix(warm[-1])
+        cache = tempfile.mkdtemp(prefix="statusbench-")
+        try:
             cold.append(measure(cudafix_cmd, dict(cudafix_env, XDG_CACHE_HOME=cache)))
-            validate_cudafix(cold[-1])
-            collect.append(measure(collect_cmd, base_env))
-            validate_collect_env(collect[-1])
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+        validate_cudafix(cold[-1])
+        collect.append(measure(collect_cmd, base_env))
+        validate_collect_env(collect[-1])
 
     s_warm, s_cold, s_coll = summarise(warm), summarise(cold), summarise(collect)
     ratio_warm = s_coll["median_s"] / s_warm["median_s"]

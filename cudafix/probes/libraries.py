@@ -456,7 +456,15 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
     expected_sim = simulate(root, base_env, executable=executable, ld_cache=cache, preloaded=preloaded) if info.ld_library_path else sim
     expected = _first_resolutions(expected_sim)
     version_notes: Dict[str, str] = {}
+    absent: List[str] = []
     for soname, (req, res, via, how, why) in _first_resolutions(sim).items():
+        exp0 = expected.get(soname)
+        if how == "dlopen" and res is None and (exp0 is None or exp0[1] is None) and not _copies(soname, sim):
+            # A dlopen target that exists nowhere: the caller probes optional libraries (cuDNN
+            # tries engine libraries a given release may not ship) or it is the driver's libcuda,
+            # which the driver probe and the no-driver rule report.  Not a loader question.
+            absent.append(soname)
+            continue
         r = LibraryResolution(soname=soname, requested_by=req.path, how=how)
         if res is not None:
             r.resolved = os.path.realpath(res.path)  # what /proc/self/maps would show
@@ -480,6 +488,8 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
         info.resolutions.append(r)
     for path, note in version_notes.items():
         info.found_via["version " + path] = note
+    if absent:
+        info.found_via["dlopen targets absent"] = ", ".join(sorted(absent))
     if sim.notes:
         info.unknown["simulation"] = "; ".join(sim.notes)
     return info
