@@ -214,8 +214,29 @@ def _s(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+# Where an NVIDIA GPU driver shows itself without loading anything: the kernel module (also the
+# open one) in sysfs / procfs, Jetson's nvgpu, and WSL2 (no nvidia module: the host driver is
+# reached through /dev/dxg, its user-space libraries live in /usr/lib/wsl/lib).
+DRIVER_MARKERS = ("/sys/module/nvidia", "/proc/driver/nvidia", "/sys/module/nvgpu", "/dev/dxg", "/usr/lib/wsl/lib")
+
+
+def nvidia_driver_present(root: str = "/") -> Optional[str]:
+    """The first DRIVER_MARKERS path that exists (``None``: no NVIDIA driver on this machine)."""
+    for marker in DRIVER_MARKERS:
+        if os.path.exists(join_root(root, marker)):
+            return marker
+    return None
+
+
 def read_nvml_gpus() -> Tuple[Optional[List[GPU]], Optional[str]]:
-    """GPUs via NVML (pynvml, optional), or (None, reason).  Always shuts NVML down."""
+    """GPUs via NVML (pynvml, optional), or (None, reason).  Always shuts NVML down.
+
+    pynvml is imported here and only when a driver is present: importing it costs 10-90 ms
+    (a ~330 KB module, compiled on every run where no .pyc could be written), and without a
+    kernel module nvmlInit can only fail.
+    """
+    if nvidia_driver_present() is None:
+        return None, "no NVIDIA driver loaded (none of %s exists): NVML not queried" % ", ".join(DRIVER_MARKERS)
     try:
         import pynvml  # type: ignore
     except Exception as exc:

@@ -484,7 +484,7 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
             rp = os.path.realpath(p)
             if rp not in seen:
                 seen.add(rp)
-                r.others.append(p)
+                r.others.append(rp)  # the real file (its name carries the version: libcuda.so.580.95.05)
         info.resolutions.append(r)
     for path, note in version_notes.items():
         info.found_via["version " + path] = note
