@@ -1,6 +1,6 @@
 """The H200 device machine, recorded: cudafix must find nothing wrong there, and every GPU fact
-must match what nvidia-smi / cuobjdump printed on the same machine (tests/fixtures/h200/README.md,
-tests/fixtures/probe/h200_snapshot.json — both recorded there on 2026-11-30)."""
+must match what nvidia-smi / cuobjdump printed on the same machine (tests/fixtures/h200/README.md
+says how each file was recorded there on 2026-11-30)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from cudafix.snapshot import Snapshot
 from tests.conftest import FIXTURES
 
 RAW = FIXTURES / "h200"
-SNAP = Snapshot.load(str(FIXTURES / "probe" / "h200_snapshot.json"))
+SNAP = Snapshot.load(str(RAW / "snapshot.json"))  # recorded with nvidia-smi-query.csv, same machine
 
 
 def test_no_errors_or_warnings_on_the_healthy_h200():
@@ -30,6 +30,8 @@ def test_gpu_facts_match_nvidia_smi():
     assert gpu.compute_capability == smi["compute_cap"]
     assert "%d MiB" % gpu.memory_mib == smi["memory.total [MiB]"]
     assert gpu.mig_mode is (smi["mig.mode.current"] == "Enabled")
+    assert gpu.uuid == smi["uuid"]
+    assert gpu.pci_bus_id.lower() == smi["pci.bus_id"].lower()
     assert SNAP.driver.kernel_version == smi["driver_version"] == (RAW / "sys_module_nvidia_version.txt").read_text().strip()
     assert SNAP.driver.cuda_version == 13000  # nvidia-smi header: "CUDA Version: 13.0"
     assert "CUDA Version: 13.0" in (RAW / "nvidia-smi.txt").read_text()

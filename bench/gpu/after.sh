@@ -2,7 +2,8 @@
 # cudafix on the GPU machine: record the real snapshot, run verify, and show what cudafix detects
 # and what its corrections change for each failure mode (before/after, same machine, same run).
 #
-#   bash bench/gpu/after.sh OUTDIR        (repository root; the python3 that holds torch)
+#   bash bench/gpu/after.sh OUTDIR [fixes]   (repository root; the python3 that holds torch;
+#                                             "fixes" runs only the before/after part)
 #
 # Writes OUTDIR/*.json|*.txt; docs/gpu.md quotes them.  ultralytics must be importable for the
 # CUDA_VISIBLE_DEVICES case (docs/gpu.md says how it was installed there).
@@ -17,6 +18,7 @@ ldp0=${LD_LIBRARY_PATH:-}
 cf() { PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH} "$py" -m cudafix "$@"; }
 TIMEFORMAT='wall %R s'
 
+if [ "${2:-all}" = all ]; then
 # 1. The healthy machine: snapshot, nvidia-smi beside it, status, check.
 cf snapshot -o "$O/h200-snapshot.json"
 nvidia-smi --query-gpu=index,name,compute_cap,memory.total,uuid,pci.bus_id,driver_version,mig.mode.current \
@@ -33,13 +35,17 @@ cf verify --json > "$O/verify/h200-verify.json"; echo "verify exit $?" >> "$O/st
 { time cf verify --quick; echo "verify --quick exit $?"; } >> "$O/status.txt" 2>&1
 CUDA_LAUNCH_BLOCKING=1 cf verify --quick --json > "$O/verify/h200-verify-launch-blocking.json"
 CUDA_VISIBLE_DEVICES= cf verify --quick --json > "$O/verify/h200-verify-cvd-empty.json"
+fi
 
 # A venv that sees the machine's torch, with cudafix installed the way a wheel installs it
 # (package + top-level startup module + .pth in site-packages) — the startup hook is live there.
 hv=/tmp/cudafix-hook-venv
 rm -rf "$hv"; "$py" -m venv --system-site-packages "$hv"
 sp=$("$hv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-cp -r cudafix _cudafix_startup.py cudafix.pth "$sp/"
+cp -r cudafix _cudafix_startup*.py cudafix.pth "$sp/"
+# The machine's torch lives in another venv's site-packages: make it part of this one (first,
+# as if installed here) so `import torch` finds it.
+"$py" -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))" > "$sp/00-machine-torch.pth"
 hpy=$hv/bin/python
 
 PROBE='
@@ -52,7 +58,8 @@ try:
     torch.zeros(1, device="cuda"); torch.cuda.synchronize(); r["first_op"] = "ok"
 except Exception as e:
     r["first_op"] = "%s: %s" % (type(e).__name__, str(e).splitlines()[0])
-maps = open("/proc/self/maps").read()
+with open("/proc/self/maps") as fh:
+    maps = fh.read()
 r["libcuda_loaded"] = sorted({l.split()[-1] for l in maps.splitlines() if "libcuda.so" in l})
 print(json.dumps(r))
 '
@@ -80,7 +87,7 @@ dev = "cuda" if torch.cuda.is_available() else "cpu"
 m = YOLO("yolov9c.yaml").model.to(dev).eval(); x = torch.randn(1, 3, 640, 640, device=dev)
 with torch.inference_mode():
     m(x); t = time.perf_counter(); m(x); print("yolov9c on", dev, "%.1f ms/image" % ((time.perf_counter() - t) * 1e3))
-' 2>&1 | grep -v "^ *$" | tail -n 4
+' 2>&1 | grep -v -e "^ *$" -e "Ultralytics Settings" -e "yolo settings" | tail -n 6
 
   echo "### 5. CUDA_LAUNCH_BLOCKING=1 and CUDA_MODULE_LOADING=EAGER"
   CUDA_LAUNCH_BLOCKING=1 CUDA_MODULE_LOADING=EAGER cf check; echo "exit $?"

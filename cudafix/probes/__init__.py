@@ -137,7 +137,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     if g is not None:
         snap.gpus = g
 
-    tk = _guard(snap, "toolkits", lambda: toolkits.probe_toolkits(env, prefix=prefix, sys_path=sys_path, usr_local=usr_local))
+    tk = _guard(snap, "toolkits", lambda: toolkits.probe_toolkits(env, prefix=prefix, sys_path=sys_path, usr_local=usr_local,
+                                                                  cache_dir=cache_dir))
     if tk is not None:
         snap.toolkits = tk
     conda_records = snap.toolkits.conda_packages if tk is not None and prefix and snap.python.conda_prefix else None
@@ -157,7 +158,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
         from cudafix.probes.libraries import probe_libraries  # type: ignore  # the loader-simulation module
 
         primary = snap.primary_torch
-        snap.libraries = probe_libraries(primary.package_dir if primary else None, env)
+        snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir)
 
     _guard(snap, "libraries", _libraries)
 

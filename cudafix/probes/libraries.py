@@ -20,16 +20,26 @@ cache file, with bounds on objects and directories.
 
 from __future__ import annotations
 
+import builtins as _builtins
 import collections
+import dataclasses
 import glob
+import glob as _glob  # the real modules: `os` and `glob` are stood in for while a run is recorded
+import json
 import os
+import os as _os
 import re
+import stat as _stat
 import sys
+import time
 from typing import Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from cudafix import __version__
+from cudafix.probes import cachefile
 from cudafix.probes.elf import ElfFile, expand_dst, read_elf, split_path_list
-from cudafix.probes.ldcache import LdCache, read_ld_cache
-from cudafix.snapshot import LibraryInfo, LibraryResolution
+from cudafix.probes.ldcache import LD_SO_CACHE, LdCache, read_ld_cache
+from cudafix.snapshot import LibraryInfo, LibraryResolution, SnapshotError
+from cudafix.snapshot import _build as _build_dataclass
 
 MAX_OBJECTS = 400  # libtorch_cuda's closure is ~60 objects
 MAX_SEARCH_DIRS = 256  # per lookup
@@ -129,7 +139,11 @@ class LoaderSim:
     # -- search ----------------------------------------------------------------------------
 
     def _dir(self, d: str) -> str:
-        return d if d else self.cwd  # an empty entry means the current directory
+        if d:
+            return d
+        if _RECORDER is not None:  # the result now depends on the cwd (result cache key)
+            _RECORDER.cwd = self.cwd
+        return self.cwd  # an empty entry means the current directory
 
     def _expand_list(self, raw: Optional[str], origin_obj: _Obj) -> List[str]:
         origin = os.path.dirname(origin_obj.path)
@@ -421,15 +435,19 @@ def probe_libraries(
     env: Mapping[str, str],
     executable: Optional[str] = None,
     preloaded: Sequence[str] = (),
+    cache_dir: Optional[str] = None,
 ) -> LibraryInfo:
     """Resolve the CUDA libraries torch would load in ``env``; never raises.
 
     ``torch_package_dir`` None (no torch found): nothing to resolve, said in ``unknown``.
     ``preloaded``: absolute paths already in the process (e.g. the startup hook's preloads).
+    ``cache_dir``: where to keep the result cache (None: no cache; see "result cache" below).
     """
     if not torch_package_dir:
         return LibraryInfo(unknown={"resolutions": "no torch installation to resolve libraries for"})
     try:
+        if cache_dir is not None:
+            return _probe_cached(torch_package_dir, env, executable, preloaded, cache_dir)
         return _probe(torch_package_dir, env, executable, preloaded)
     except Exception as exc:  # the probe contract: unknown with a reason
         return LibraryInfo(unknown={"resolutions": "library simulation failed: %s: %s" % (type(exc).__name__, exc)})
@@ -492,6 +510,209 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
         info.found_via["dlopen targets absent"] = ", ".join(sorted(absent))
     if sim.notes:
         info.unknown["simulation"] = "; ".join(sim.notes)
+    return info
+
+
+# -- result cache ----------------------------------------------------------------------------
+#
+# The simulation stats ~3,000 candidate paths (70-100 ms); its answer changes only when the
+# inputs below change, so `status` keeps it in cache_dir (cudafix.probes.cachefile's rules:
+# owned JSON file, atomic write, anything odd ignored).
+#
+# key   everything the probe takes besides the filesystem: the torch dir, the executable, the
+#       preloaded list, every LD_* variable (the simulation reads LD_LIBRARY_PATH), the machine,
+#       cudafix's version and the stat of the modules that implement the simulation;
+# deps  every filesystem fact the cold run used, recorded while it ran: each path it tested,
+#       stat'ed, resolved, parsed or opened (stat_sig, or "absent" plus the stat of the
+#       nearest existing parent directory, whose mtime changes when an entry appears there),
+#       each directory it globbed, /etc/ld.so.cache, the dirs default_lib_token() looks at,
+#       and the cwd when an empty search-path entry made the cwd a search directory.
+# A hit needs the same key and every dep re-stat'ing the same; else the probe runs again.
+#
+# Recording works by standing in for this module's `os`, `glob`, `open`, `read_elf` and
+# `read_ld_cache` for the duration of one cold run, so the resolution code above is the same
+# code with or without a cache.  Known limit: a symlink chain re-pointed to another hard link
+# of the very same inode keeps every stat equal (the realpath string could then be stale).
+
+LIB_CACHE_FILE = "libraries-cache.json"
+LIB_CACHE_VERSION = 1
+LIB_CACHE_MAX_ENTRIES = 8
+
+_RECORDER = None  # type: Optional[_Recorder]
+
+
+class _Recorder:
+    """path -> stat_sig (None: absent) of everything one simulation looked at."""
+
+    def __init__(self) -> None:
+        self.sigs: Dict[str, Optional[List[int]]] = {}
+        self.dangling: Set[str] = set()  # absent but present as a symlink: its target may appear
+        self.cwd: Optional[str] = None
+
+    def sig(self, path: str) -> Optional[List[int]]:
+        path = _os.fspath(path)
+        if path in self.sigs:
+            return self.sigs[path]
+        sig = self._stat(path)
+        if not _os.path.isabs(path):
+            self.cwd = _os.getcwd()
+        if sig is None:  # absent: it can appear only by an entry added to an existing ancestor
+            d = _os.path.dirname(_os.path.abspath(path))
+            while d not in self.sigs:
+                if self._stat(d) is not None or d == _os.path.dirname(d):
+                    break
+                d = _os.path.dirname(d)
+        return sig
+
+    def _stat(self, path: str) -> Optional[List[int]]:
+        sig = self.sigs[path] = cachefile.stat_sig(path)
+        if sig is None and _os.path.lexists(path):
+            self.dangling.add(path)
+        return sig
+
+    def deps(self) -> List[list]:
+        """What a hit re-stats: every existing path, and the absent ones a directory can't vouch for."""
+        return [[p, s] for p, s in self.sigs.items() if s is not None or p in self.dangling]
+
+
+class _RecordingPath:
+    """os.path for this module during a recorded run: answers from (and records) one stat per path."""
+
+    def __init__(self, rec: _Recorder) -> None:
+        self._rec = rec
+
+    def __getattr__(self, name: str):  # join, basename, ... are pure
+        return getattr(_os.path, name)
+
+    def exists(self, path: str) -> bool:
+        return self._rec.sig(path) is not None
+
+    def isfile(self, path: str) -> bool:
+        sig = self._rec.sig(path)
+        return sig is not None and _stat.S_ISREG(sig[0])
+
+    def isdir(self, path: str) -> bool:
+        sig = self._rec.sig(path)
+        return sig is not None and _stat.S_ISDIR(sig[0])
+
+    def realpath(self, path: str, *args, **kwargs) -> str:
+        self._rec.sig(path)
+        return _os.path.realpath(path, *args, **kwargs)
+
+
+class _RecordingOs:
+    def __init__(self, rec: _Recorder) -> None:
+        self._rec = rec
+        self.path = _RecordingPath(rec)
+
+    def __getattr__(self, name: str):
+        return getattr(_os, name)
+
+    def stat(self, path, *args, **kwargs):
+        self._rec.sig(path)
+        return _os.stat(path, *args, **kwargs)
+
+
+class _RecordingGlob:
+    def __init__(self, rec: _Recorder) -> None:
+        self._rec = rec
+
+    def __getattr__(self, name: str):
+        return getattr(_glob, name)
+
+    def glob(self, pattern: str, *args, **kwargs) -> List[str]:
+        # the listed directory (unescaped: glob.escape wraps *, ? and [ in brackets)
+        self._rec.sig(re.sub(r"\[([*?\[])\]", r"\1", _os.path.dirname(pattern)) or ".")
+        return _glob.glob(pattern, *args, **kwargs)
+
+
+def _recorded(rec: _Recorder, fn):  # type: ignore[no-untyped-def]
+    """Run ``fn()`` with this module's filesystem access recorded into ``rec``."""
+    global _RECORDER
+    g = globals()
+    saved = {name: g[name] for name in ("os", "glob", "read_elf", "read_ld_cache")}
+
+    def rec_read_elf(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        rec.sig(path)
+        return saved["read_elf"](path, *args, **kwargs)
+
+    def rec_read_ld_cache(path=LD_SO_CACHE):  # type: ignore[no-untyped-def]
+        rec.sig(path)
+        return saved["read_ld_cache"](path)
+
+    def rec_open(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        rec.sig(path)
+        return _builtins.open(path, *args, **kwargs)
+
+    # what elf.default_lib_token() reads to expand $LIB (the machine is in the key)
+    triplet = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu", "ppc64le": "powerpc64le-linux-gnu"}
+    t = triplet.get(_os.uname().machine)
+    for p in (["/lib/" + t] if t else []) + ["/etc/debian_version"]:
+        rec.sig(p)
+    _RECORD_CACHE.clear()  # an in-process memo would hide the RECORD files from the recording
+    g.update(os=_RecordingOs(rec), glob=_RecordingGlob(rec), read_elf=rec_read_elf, read_ld_cache=rec_read_ld_cache, open=rec_open)
+    _RECORDER = rec
+    try:
+        return fn()
+    finally:
+        _RECORDER = None
+        g.update(saved)
+        g.pop("open", None)
+        _RECORD_CACHE.clear()
+
+
+def _cache_key(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str], preloaded: Sequence[str]) -> str:
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    code = [cachefile.stat_sig(_os.path.join(here, m)) for m in ("libraries.py", "elf.py", "ldcache.py", "cachefile.py")]
+    code.append(cachefile.stat_sig(_os.path.join(_os.path.dirname(here), "snapshot.py")))
+    key = {
+        "root": torch_package_dir,
+        "executable": executable or sys.executable,
+        "preloaded": [str(p) for p in preloaded],
+        "env": {k: v for k, v in env.items() if k.startswith("LD_")},
+        "machine": _os.uname().machine,
+        "python": [sys.maxsize > 2**32, sys.byteorder],
+        "cudafix": __version__,
+        "code": code,
+    }
+    return json.dumps(key, sort_keys=True)
+
+
+def _info_from_cache(data: object) -> Optional[LibraryInfo]:
+    if not isinstance(data, dict):
+        return None
+    try:
+        info = _build_dataclass(LibraryInfo, data)
+    except (SnapshotError, TypeError, ValueError, KeyError, AttributeError):
+        return None
+    return info if isinstance(info, LibraryInfo) else None
+
+
+def _probe_cached(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str],
+                  preloaded: Sequence[str], cache_dir: str) -> LibraryInfo:
+    key = _cache_key(torch_package_dir, env, executable, preloaded)
+    entries = cachefile.load(cache_dir, LIB_CACHE_FILE, LIB_CACHE_VERSION)
+    ent = entries.get(key)
+    if isinstance(ent, dict):
+        cwd = ent.get("cwd")
+        try:
+            same_cwd = cwd is None or cwd == _os.getcwd()
+        except OSError:
+            same_cwd = False
+        if same_cwd and cachefile.sigs_unchanged(ent.get("deps")):
+            hit = _info_from_cache(ent.get("result"))
+            if hit is not None:
+                return hit
+    started = time.time_ns()
+    rec = _Recorder()
+    info = _recorded(rec, lambda: _probe(torch_package_dir, env, executable, preloaded))
+    if cachefile.racy(rec.sigs.values(), started):
+        return info  # an input changed moments ago: recorded mtimes may not show the next change
+    entries.pop(key, None)
+    entries[key] = {"cwd": rec.cwd, "deps": rec.deps(), "result": dataclasses.asdict(info)}
+    while len(entries) > LIB_CACHE_MAX_ENTRIES:  # insertion order: drop the oldest
+        entries.pop(next(iter(entries)))
+    cachefile.store(cache_dir, LIB_CACHE_FILE, LIB_CACHE_VERSION, entries)
     return info
 
 

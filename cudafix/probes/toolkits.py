@@ -175,6 +175,68 @@ def _stat_reason(path: str) -> Optional[str]:
     return None if stat.S_ISDIR(st.st_mode) else "not a directory"
 
 
+# -- `nvcc --version` result cache (cudafix.probes.cachefile's rules) ------------------------------
+#
+# The answer is a property of the nvcc file: cached under its path, valid while the stat of its
+# real file is unchanged.  A wrapper script (``#!``; e.g. /usr/local/bin/nvcc running
+# `exec /usr/local/cuda-13.0/bin/nvcc "$@"`) also depends on what it runs: the key then adds
+# PATH, and the deps the stat of every absolute path the script names (its interpreter
+# included).  Only versions are cached; failures and timeouts run again next time.
+
+NVCC_CACHE_FILE = "nvcc-cache.json"
+NVCC_CACHE_VERSION = 1
+NVCC_CACHE_MAX_ENTRIES = 16
+_SCRIPT_PATH_RE = re.compile(rb"(?<![\w$~.})-])/[\w.+@%=,/-]+")
+
+
+def _nvcc_deps(nvcc: str) -> Tuple[Optional[list], bool]:
+    """([path, stat_sig] pairs the output of ``nvcc --version`` depends on, is_script)."""
+    from cudafix.probes import cachefile
+
+    real = os.path.realpath(nvcc)
+    sig = cachefile.stat_sig(real)
+    if sig is None:
+        return None, False
+    deps = [[real, sig]]
+    try:
+        with open(real, "rb") as fh:
+            head = fh.read(8192)
+    except OSError:
+        return None, False
+    script = head.startswith(b"#!")
+    if script:
+        for m in sorted(set(_SCRIPT_PATH_RE.findall(head)))[:64]:
+            p = m.decode("utf-8", "surrogateescape").rstrip("/") or "/"
+            deps.append([p, cachefile.stat_sig(p)])
+    return deps, script
+
+
+def cached_nvcc_version(nvcc: str, cache_dir: Optional[str], timeout: float = NVCC_TIMEOUT_S) -> Tuple[Optional[str], Optional[str], bool]:
+    """run_nvcc_version through the cache in ``cache_dir``: (version, why-not, from_cache)."""
+    if cache_dir is None:
+        return run_nvcc_version(nvcc, timeout) + (False,)
+    import time
+
+    from cudafix.probes import cachefile
+
+    started = time.time_ns()
+    deps, script = _nvcc_deps(nvcc)
+    key = json.dumps({"nvcc": nvcc, "PATH": os.environ.get("PATH") if script else None}, sort_keys=True)
+    entries = cachefile.load(cache_dir, NVCC_CACHE_FILE, NVCC_CACHE_VERSION)
+    ent = entries.get(key)
+    if (deps is not None and isinstance(ent, dict) and ent.get("deps") == deps
+            and isinstance(ent.get("version"), str) and _VERSION_RE.match(ent["version"])):
+        return ent["version"], None, True
+    ver, why = run_nvcc_version(nvcc, timeout)
+    if ver is not None and deps is not None and not cachefile.racy([d[1] for d in deps], started):
+        entries.pop(key, None)
+        entries[key] = {"deps": deps, "version": ver}
+        while len(entries) > NVCC_CACHE_MAX_ENTRIES:
+            entries.pop(next(iter(entries)))
+        cachefile.store(cache_dir, NVCC_CACHE_FILE, NVCC_CACHE_VERSION, entries)
+    return ver, why, False
+
+
 def run_nvcc_version(nvcc: str, timeout: float = NVCC_TIMEOUT_S) -> Tuple[Optional[str], Optional[str]]:
     try:
         out = subprocess.run([nvcc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -188,8 +250,12 @@ def run_nvcc_version(nvcc: str, timeout: float = NVCC_TIMEOUT_S) -> Tuple[Option
     return (ver, None) if ver else (None, "`%s --version` printed no release line" % nvcc)
 
 
-def read_toolkit(path: str, run_nvcc: bool = True, conda_nvcc: Optional[CondaPackage] = None) -> Toolkit:
-    """Version and nvcc of the toolkit rooted at ``path`` (recorded, never raised)."""
+def read_toolkit(path: str, run_nvcc: bool = True, conda_nvcc: Optional[CondaPackage] = None,
+                 cache_dir: Optional[str] = None) -> Toolkit:
+    """Version and nvcc of the toolkit rooted at ``path`` (recorded, never raised).
+
+    ``cache_dir``: where `nvcc --version` answers are cached (None: always run it).
+    """
     real = os.path.realpath(path)
     tk = Toolkit(path=real)
     why = _stat_reason(path)
@@ -232,9 +298,9 @@ def read_toolkit(path: str, run_nvcc: bool = True, conda_nvcc: Optional[CondaPac
         tk.version, tk.found_via = conda_nvcc.version, conda_nvcc.found_via
         return tk
     if tk.nvcc and run_nvcc:
-        ver, why = run_nvcc_version(tk.nvcc)
+        ver, why, cached = cached_nvcc_version(tk.nvcc, cache_dir)
         if ver:
-            tk.version, tk.found_via = ver, "%s --version" % tk.nvcc
+            tk.version, tk.found_via = ver, "%s --version%s" % (tk.nvcc, " (cached)" if cached else "")
             return tk
         notes.append(why or "nvcc gave no version")
     tk.unknown = "no toolkit version found in %s (%s)" % (real, "; ".join(notes) or "no version.json, version.txt, include/cuda.h or bin/nvcc")
@@ -292,7 +358,7 @@ def list_nvidia_wheels(sys_path: List[str]) -> List[PythonDist]:
 
 def probe_toolkits(env: Optional[Mapping[str, str]] = None, prefix: Optional[str] = None,
                    sys_path: Optional[List[str]] = None, usr_local: str = "/usr/local",
-                   run_nvcc: bool = True) -> ToolkitInfo:
+                   run_nvcc: bool = True, cache_dir: Optional[str] = None) -> ToolkitInfo:
     env = os.environ if env is None else env
     info = ToolkitInfo()
 
@@ -341,7 +407,7 @@ def probe_toolkits(env: Optional[Mapping[str, str]] = None, prefix: Optional[str
         tk = by_real.get(real)
         if tk is None:
             use_conda = conda_nvcc if prefix and real == os.path.realpath(prefix) else None
-            tk = read_toolkit(path, run_nvcc=run_nvcc, conda_nvcc=use_conda)
+            tk = read_toolkit(path, run_nvcc=run_nvcc, conda_nvcc=use_conda, cache_dir=cache_dir)
             by_real[real] = tk
             info.toolkits.append(tk)
         if source not in tk.sources:
