@@ -137,7 +137,7 @@ class _Counter:
 
 
 def _entries(cache_dir) -> dict:
-    return cachefile.load(str(cache_dir), libraries.LIB_CACHE_FILE, libraries.LIB_CACHE_VERSION)
+    return cachefile.load(str(cache_dir), libraries.LIB_CACHE_FILE, libraries._cache_version())
 
 
 def _jl(info):
@@ -222,7 +222,7 @@ def test_ld_so_cache_change_misses(torch_cu_dir, tmp_path, monkeypatch):
     for d in ent["deps"]:
         if d[0] == libraries.LD_SO_CACHE:
             d[1] = d[1][:2] + [d[1][2] + 1] + d[1][3:]
-    cachefile.store(str(tmp_path), libraries.LIB_CACHE_FILE, libraries.LIB_CACHE_VERSION, entries)
+    cachefile.store(str(tmp_path), libraries.LIB_CACHE_FILE, libraries._cache_version(), entries)
     libraries.probe_libraries(torch_cu_dir, env, cache_dir=str(tmp_path))
     assert n.calls == 2
     libraries.probe_libraries(torch_cu_dir, env, cache_dir=str(tmp_path))
@@ -287,7 +287,7 @@ def test_bad_cache_files_are_ignored(torch_cu_dir, tmp_path, monkeypatch):
     want = libraries.probe_libraries(torch_cu_dir, env)
     n = _Counter(monkeypatch)
     for text in ("{corrupt", json.dumps([1]), json.dumps({"version": 999, "entries": {}}),
-                 json.dumps({"version": libraries.LIB_CACHE_VERSION, "entries": {"x": 1}})):
+                 json.dumps({"version": libraries._cache_version(), "entries": {"x": 1}})):
         path.write_text(text)
         assert libraries.probe_libraries(torch_cu_dir, env, cache_dir=str(tmp_path)) == want
     assert n.calls == 4
@@ -295,7 +295,7 @@ def test_bad_cache_files_are_ignored(torch_cu_dir, tmp_path, monkeypatch):
     entries = _entries(tmp_path)
     ent = [e for e in entries.values() if isinstance(e, dict)][0]
     ent["result"] = {"resolutions": [{"soname": 5}]}
-    cachefile.store(str(tmp_path), libraries.LIB_CACHE_FILE, libraries.LIB_CACHE_VERSION, entries)
+    cachefile.store(str(tmp_path), libraries.LIB_CACHE_FILE, libraries._cache_version(), entries)
     assert libraries.probe_libraries(torch_cu_dir, env, cache_dir=str(tmp_path)) == want
     assert n.calls == 5
     # a cache file others can write is not trusted
@@ -307,6 +307,15 @@ def test_bad_cache_files_are_ignored(torch_cu_dir, tmp_path, monkeypatch):
     ro = tmp_path / "ro"
     ro.write_text("a file, not a dir")
     assert libraries.probe_libraries(torch_cu_dir, env, cache_dir=str(ro)) == want
+
+
+def test_entries_of_other_code_are_dropped_whole(torch_cu_dir, tmp_path):
+    """Every edit or upgrade of the simulation's code changes the file's version: old entries,
+    which could never hit again, do not pile up (each is ~40 KB to parse on every run)."""
+    old = [libraries.LIB_CACHE_VERSION, "0.0.0", []]
+    cachefile.store(str(tmp_path), libraries.LIB_CACHE_FILE, old, {"k%d" % i: {"deps": [], "result": {}} for i in range(5)})
+    libraries.probe_libraries(torch_cu_dir, _base_env(), cache_dir=str(tmp_path))
+    assert len(_entries(tmp_path)) == 1
 
 
 def test_recording_leaves_the_module_as_it_was(torch_cu_dir, tmp_path):

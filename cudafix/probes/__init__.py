@@ -10,7 +10,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import sysconfig
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -56,6 +55,8 @@ def query_python(python: str, env: Mapping[str, str], timeout: float = PYTHON_QU
     ``-c`` (not ``-I -S``): site-packages and .pth files must count, as they do for the user.
     cudafix's own startup hook is switched off in the child (CUDAFIX_DISABLE=1).
     """
+    import subprocess  # here: `status` on this interpreter never spawns, and skips the import
+
     child_env = dict(env)
     child_env["CUDAFIX_DISABLE"] = "1"
     try:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 from typing import Any, Dict, List, Optional
 
 MAX_BYTES = 8 << 20
@@ -81,6 +80,8 @@ def load(cache_dir: str, filename: str, version: int) -> Dict[str, Any]:
 
 def store(cache_dir: str, filename: str, version: int, entries: Dict[str, Any]) -> None:
     """Write ``entries`` atomically; errors are swallowed (a cache only saves time)."""
+    import tempfile  # only when writing: a warm `status` never imports it
+
     try:
         os.makedirs(cache_dir, mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix="." + filename + "-", dir=cache_dir)

@@ -9,7 +9,6 @@ Pure parsers (``parse_*``) are separate from the I/O (``read_*`` / ``probe_drive
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 from typing import List, Mapping, Optional, Tuple
@@ -155,6 +154,8 @@ def locate_driver_lib(env: Mapping[str, str], root: str = "/") -> Tuple[Optional
 
 def query_driver_cuda_version(libcuda_path: str) -> Tuple[Optional[int], Optional[str]]:
     """cuDriverGetVersion WITHOUT cuInit, via ctypes on the located libcuda: (13000, None) or (None, reason)."""
+    import ctypes  # only where a libcuda was found (~2.5 ms of imports otherwise spared)
+
     try:
         lib = ctypes.CDLL(libcuda_path)
     except OSError as exc:

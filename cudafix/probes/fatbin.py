@@ -26,7 +26,6 @@ import os
 import re
 import stat
 import struct
-import tempfile
 from typing import Dict, Optional, Tuple
 
 from cudafix.probes.elf import ElfError, open_regular, read_elf
@@ -271,6 +270,8 @@ def _cache_put(cache_dir: str, real: str, key: Dict[str, int], cov: ArchCoverage
         }
         while len(entries) > CACHE_MAX_ENTRIES:  # dicts keep insertion order: drop the oldest
             entries.pop(next(iter(entries)))
+        import tempfile  # only when the cache is written (a warm `status` never imports it)
+
         fd, tmp = tempfile.mkstemp(prefix=".fatbin-", dir=cache_dir)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

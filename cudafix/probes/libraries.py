@@ -38,8 +38,7 @@ from cudafix import __version__
 from cudafix.probes import cachefile
 from cudafix.probes.elf import ElfFile, expand_dst, read_elf, split_path_list
 from cudafix.probes.ldcache import LD_SO_CACHE, LdCache, read_ld_cache
-from cudafix.snapshot import LibraryInfo, LibraryResolution, SnapshotError
-from cudafix.snapshot import _build as _build_dataclass
+from cudafix.snapshot import LibraryInfo, LibraryResolution
 
 MAX_OBJECTS = 400  # libtorch_cuda's closure is ~60 objects
 MAX_SEARCH_DIRS = 256  # per lookup
@@ -119,7 +118,7 @@ class LoaderSim:
     ) -> None:
         self.env = env
         self.cwd = cwd or os.getcwd()
-        self.cache = ld_cache if ld_cache is not None else read_ld_cache()
+        self.cache = ld_cache if ld_cache is not None else _ld_cache()
         self.system_dirs = list(system_dirs) if system_dirs is not None else default_dirs()
         self.notes: List[str] = []
         exe = os.path.realpath(executable or sys.executable)  # the kernel gives ld.so the resolved path
@@ -459,7 +458,7 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
     if root is None:
         info.unknown["resolutions"] = "no libtorch_cuda.so, libtorch_global_deps.so or _C*.so under %s" % torch_package_dir
         return info
-    cache = read_ld_cache()
+    cache = _ld_cache()
     if cache.unknown:
         info.unknown["ld.so.cache"] = cache.unknown
     else:
@@ -519,15 +518,18 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
 # inputs below change, so `status` keeps it in cache_dir (cudafix.probes.cachefile's rules:
 # owned JSON file, atomic write, anything odd ignored).
 #
+# file  versioned by the format, cudafix's version and the stat of the modules that implement
+#       the simulation (other code: the whole file is ignored and rewritten);
 # key   everything the probe takes besides the filesystem: the torch dir, the executable, the
-#       preloaded list, every LD_* variable (the simulation reads LD_LIBRARY_PATH), the machine,
-#       cudafix's version and the stat of the modules that implement the simulation;
+#       preloaded list, every LD_* variable (the simulation reads LD_LIBRARY_PATH), the machine;
 # deps  every filesystem fact the cold run used, recorded while it ran: each path it tested,
 #       stat'ed, resolved, parsed or opened (stat_sig, or "absent" plus the stat of the
-#       nearest existing parent directory, whose mtime changes when an entry appears there),
-#       each directory it globbed, /etc/ld.so.cache, the dirs default_lib_token() looks at,
-#       and the cwd when an empty search-path entry made the cwd a search directory.
+#       nearest existing parent directory, whose mtime changes when an entry appears there;
+#       a dangling symlink is kept itself: its target may appear elsewhere), each directory
+#       it globbed, /etc/ld.so.cache, the dirs default_lib_token() looks at, and the cwd when
+#       an empty search-path entry made the cwd a search directory.
 # A hit needs the same key and every dep re-stat'ing the same; else the probe runs again.
+# A result is not stored while an input is younger than cachefile.RACY_NS (coarse mtimes).
 #
 # Recording works by standing in for this module's `os`, `glob`, `open`, `read_elf` and
 # `read_ld_cache` for the duration of one cold run, so the resolution code above is the same
@@ -661,10 +663,16 @@ def _recorded(rec: _Recorder, fn):  # type: ignore[no-untyped-def]
         _RECORD_CACHE.clear()
 
 
-def _cache_key(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str], preloaded: Sequence[str]) -> str:
+def _cache_version() -> list:
+    """The file's version: the format, cudafix's version and the stat of the code that computes
+    and shapes the result (a file written by other code is dropped whole, stale entries with it)."""
     here = _os.path.dirname(_os.path.abspath(__file__))
     code = [cachefile.stat_sig(_os.path.join(here, m)) for m in ("libraries.py", "elf.py", "ldcache.py", "cachefile.py")]
     code.append(cachefile.stat_sig(_os.path.join(_os.path.dirname(here), "snapshot.py")))
+    return [LIB_CACHE_VERSION, __version__, code]
+
+
+def _cache_key(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str], preloaded: Sequence[str]) -> str:
     key = {
         "root": torch_package_dir,
         "executable": executable or sys.executable,
@@ -672,26 +680,71 @@ def _cache_key(torch_package_dir: str, env: Mapping[str, str], executable: Optio
         "env": {k: v for k, v in env.items() if k.startswith("LD_")},
         "machine": _os.uname().machine,
         "python": [sys.maxsize > 2**32, sys.byteorder],
-        "cudafix": __version__,
-        "code": code,
     }
     return json.dumps(key, sort_keys=True)
 
 
+_LD_CACHE_MEMO: Dict[str, LdCache] = {}
+
+
+def _ld_cache() -> LdCache:
+    """read_ld_cache(), parsed once per process while /etc/ld.so.cache keeps its stat
+    (`status` builds three simulations: libcuda, compat libcuda, torch's libraries)."""
+    if _RECORDER is not None:
+        return read_ld_cache()  # a recorded run: the stand-in records the file
+    key = repr((id(read_ld_cache), cachefile.stat_sig(LD_SO_CACHE)))
+    hit = _LD_CACHE_MEMO.get(key)
+    if hit is None:
+        _LD_CACHE_MEMO.clear()
+        hit = _LD_CACHE_MEMO[key] = read_ld_cache()
+    return hit
+
+
+_STR_LISTS = ("others", "ld_library_path")
+
+
+def _strings_only(d: Dict[str, object], names: Set[str]) -> bool:
+    """Only known fields, each None, a string, or (for list fields) a list of strings."""
+    for k, v in d.items():
+        if k not in names:
+            return False
+        if k in _STR_LISTS:
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                return False
+        elif v is not None and not isinstance(v, str):
+            return False
+    return True
+
+
 def _info_from_cache(data: object) -> Optional[LibraryInfo]:
-    if not isinstance(data, dict):
+    """A cached LibraryInfo, checked field by field (None: not one; recompute)."""
+    if not isinstance(data, dict) or not isinstance(data.get("resolutions"), list):
+        return None
+    res_fields = {f.name for f in dataclasses.fields(LibraryResolution)}
+    out = []
+    for r in data["resolutions"]:
+        if not isinstance(r, dict) or not _strings_only(r, res_fields) or not isinstance(r.get("soname"), str) \
+                or not isinstance(r.get("requested_by"), str):
+            return None
+        out.append(LibraryResolution(**r))  # type: ignore[arg-type]
+    rest = {k: v for k, v in data.items() if k != "resolutions"}
+    for k in ("found_via", "unknown"):
+        v = rest.get(k, {})
+        if not isinstance(v, dict) or not all(isinstance(a, str) and isinstance(b, str) for a, b in v.items()):
+            return None
+    if not _strings_only({k: v for k, v in rest.items() if k not in ("found_via", "unknown")}, {"ld_library_path"}):
         return None
     try:
-        info = _build_dataclass(LibraryInfo, data)
-    except (SnapshotError, TypeError, ValueError, KeyError, AttributeError):
+        return LibraryInfo(resolutions=out, **rest)  # type: ignore[arg-type]
+    except TypeError:
         return None
-    return info if isinstance(info, LibraryInfo) else None
 
 
 def _probe_cached(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str],
                   preloaded: Sequence[str], cache_dir: str) -> LibraryInfo:
     key = _cache_key(torch_package_dir, env, executable, preloaded)
-    entries = cachefile.load(cache_dir, LIB_CACHE_FILE, LIB_CACHE_VERSION)
+    version = _cache_version()
+    entries = cachefile.load(cache_dir, LIB_CACHE_FILE, version)
     ent = entries.get(key)
     if isinstance(ent, dict):
         cwd = ent.get("cwd")
@@ -712,7 +765,7 @@ def _probe_cached(torch_package_dir: str, env: Mapping[str, str], executable: Op
     entries[key] = {"cwd": rec.cwd, "deps": rec.deps(), "result": dataclasses.asdict(info)}
     while len(entries) > LIB_CACHE_MAX_ENTRIES:  # insertion order: drop the oldest
         entries.pop(next(iter(entries)))
-    cachefile.store(cache_dir, LIB_CACHE_FILE, LIB_CACHE_VERSION, entries)
+    cachefile.store(cache_dir, LIB_CACHE_FILE, version, entries)
     return info
 
 

@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from cudafix.probes.host import describe_oserror, read_text
@@ -238,6 +237,8 @@ def cached_nvcc_version(nvcc: str, cache_dir: Optional[str], timeout: float = NV
 
 
 def run_nvcc_version(nvcc: str, timeout: float = NVCC_TIMEOUT_S) -> Tuple[Optional[str], Optional[str]]:
+    import subprocess  # here: with the nvcc cache warm, `status` needs no subprocess module
+
     try:
         out = subprocess.run([nvcc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              timeout=timeout, stdin=subprocess.DEVNULL)
