@@ -325,9 +325,10 @@ def remove_cache(prefix: str, env: Mapping[str, str]) -> List[str]:
 
 def collect(env: Mapping[str, str]):
     """(snapshot, findings) for this interpreter's environment, seen with ``env``."""
-    from cudafix import probes, rules
+    from cudafix import paths, probes, rules
 
-    snap = probes.take_snapshot(env=dict(env))
+    # The per-env cache (fatbin scan, loader simulation, nvcc version) is shared with `status`.
+    snap = probes.take_snapshot(env=dict(env), cache_dir=paths.env_cache_dir(sys.prefix, env))
     return snap, rules.findings(rules.run(snap))
 
 

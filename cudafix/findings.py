@@ -73,6 +73,8 @@ Check = Callable[[Snapshot], Iterable[Outcome]]
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
+    """One registered rule: its stable id, default severity, check function and `explain` text."""
+
     id: str  # stable kebab-case, a public contract
     severity: str  # default severity of its problems
     title: str  # one line: what it detects

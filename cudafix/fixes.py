@@ -20,6 +20,8 @@ REMOVE_PATH = "remove-path"  # drop value from a ':'-list (the variable is unset
 
 @dataclasses.dataclass(frozen=True)
 class EnvOp:
+    """One edit of one environment variable (set, unset, prepend to or remove from a path list)."""
+
     op: str
     name: str
     value: Optional[str] = None
@@ -48,6 +50,8 @@ class EnvOp:
 
 @dataclasses.dataclass(frozen=True)
 class EnvPatch:
+    """An ordered list of EnvOps, applied as a unit."""
+
     ops: tuple = ()  # tuple of EnvOp
 
     def apply(self, env: Dict[str, str]) -> None:
@@ -78,6 +82,8 @@ class Preload:
 
 @dataclasses.dataclass(frozen=True)
 class Fix:
+    """What to do about a finding: a safe correction (auto) and/or exact commands for the user."""
+
     summary: str  # one line: what to do / what cudafix does
     auto: bool = False  # True: a safe correction cudafix applies itself
     env: EnvPatch = EnvPatch()

@@ -42,6 +42,8 @@ def driver_gap(driver_cuda: Optional[int], ccs: Sequence[str]) -> List[Tuple[str
 
 @dataclasses.dataclass(frozen=True)
 class Recommendation:
+    """A torch build that fits the driver, every GPU and the Python: exact install commands."""
+
     torch: str  # "2.4.1"
     variant: str  # "cu121"
     torchvision: str  # "0.19.1"

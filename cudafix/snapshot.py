@@ -42,6 +42,8 @@ class DriverInfo:
 
 @dataclasses.dataclass
 class GPU:
+    """One NVIDIA GPU as NVML (or /proc/driver/nvidia) reports it."""
+
     index: int  # nvidia-smi index (PCI bus order)
     name: str
     compute_capability: Optional[str] = None  # "9.0"
@@ -54,6 +56,8 @@ class GPU:
 
 @dataclasses.dataclass
 class GPUInfo:
+    """The GPUs of the machine and which of them CUDA will enumerate."""
+
     gpus: List[GPU] = dataclasses.field(default_factory=list)
     # Indices (into ``gpus``) CUDA will enumerate, in CUDA order, given CUDA_VISIBLE_DEVICES /
     # CUDA_DEVICE_ORDER; None when it cannot be decided.
@@ -106,6 +110,8 @@ class TorchBuild:
 
 @dataclasses.dataclass
 class TorchvisionBuild:
+    """One torchvision installation found on sys.path."""
+
     dist: PythonDist
     package_dir: Optional[str] = None
     version: Optional[str] = None  # torchvision/version.py __version__ ("0.29.1+cu130")
@@ -129,6 +135,8 @@ class Toolkit:
 
 @dataclasses.dataclass
 class CondaPackage:
+    """A CUDA-related record of the env's conda-meta/."""
+
     name: str
     version: str
     build: str = ""
@@ -139,6 +147,8 @@ class CondaPackage:
 
 @dataclasses.dataclass
 class ToolkitInfo:
+    """CUDA toolkits, the CUDA_HOME extension builds use, conda CUDA packages and nvidia-* wheels."""
+
     toolkits: List[Toolkit] = dataclasses.field(default_factory=list)
     cuda_home: Optional[str] = None  # what torch.utils.cpp_extension would pick (CUDA_HOME > CUDA_PATH > nvcc > /usr/local/cuda)
     cuda_home_via: Optional[str] = None  # "CUDA_HOME" | "CUDA_PATH" | "PATH nvcc" | "/usr/local/cuda"
@@ -166,6 +176,8 @@ class LibraryResolution:
 
 @dataclasses.dataclass
 class LibraryInfo:
+    """Which file the loader picks for each CUDA library torch needs."""
+
     resolutions: List[LibraryResolution] = dataclasses.field(default_factory=list)
     ld_library_path: List[str] = dataclasses.field(default_factory=list)
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
@@ -174,6 +186,8 @@ class LibraryInfo:
 
 @dataclasses.dataclass
 class JitCache:
+    """The driver's PTX JIT cache: where, how big, usable or not."""
+
     path: Optional[str] = None  # CUDA_CACHE_PATH or ~/.nv/ComputeCache
     maxsize: Optional[int] = None  # effective CUDA_CACHE_MAXSIZE in bytes
     maxsize_via: Optional[str] = None  # "CUDA_CACHE_MAXSIZE" | "driver default"
@@ -185,6 +199,8 @@ class JitCache:
 
 @dataclasses.dataclass
 class PythonInfo:
+    """The interpreter whose environment was inspected."""
+
     executable: str = ""
     version: str = ""  # "3.8.18"
     prefix: str = ""
@@ -194,6 +210,8 @@ class PythonInfo:
 
 @dataclasses.dataclass
 class Snapshot:
+    """The whole recorded state: machine, env, torch build, libraries, variables."""
+
     schema: str = SCHEMA
     created: str = ""  # ISO 8601 UTC
     cudafix_version: str = ""

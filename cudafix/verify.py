@@ -34,6 +34,8 @@ PEAK_FRACTION_FLOOR = 0.25
 
 @dataclasses.dataclass
 class VerifyResult:
+    """The verdict of `cudafix verify`, its reasons and the measurements behind it."""
+
     verdict: str
     reasons: List[str]
     measurements: Dict[str, Any]

@@ -93,6 +93,8 @@ def _p2(v: str) -> Optional[str]:
 
 @dataclasses.dataclass(frozen=True)
 class AllocKey:
+    """One PYTORCH_CUDA_ALLOC_CONF key: the torch versions that accept it and its value check."""
+
     name: str
     values: str  # for humans
     validate: Callable[[str], Optional[str]]  # value -> None (ok) or why it is bad
@@ -151,6 +153,8 @@ MALFORMED = "malformed"
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
+    """Why one key of a PYTORCH_CUDA_ALLOC_CONF value is rejected (or may be)."""
+
     key: str
     kind: str  # UNKNOWN_KEY | NOT_YET | REMOVED | BAD_VALUE | MALFORMED
     reason: str  # one line, names the rule applied

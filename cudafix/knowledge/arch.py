@@ -25,6 +25,8 @@ _ARCH_RE = re.compile(r"^\s*(sm|compute|lto)_(\d{2,3})([af]?)\s*$", re.IGNORECAS
 
 @dataclasses.dataclass(frozen=True)
 class Arch:
+    """A parsed fatbin target: sm_XY / compute_XY with its a/f variant."""
+
     kind: str  # "sass" | "ptx"
     major: int
     minor: int

@@ -84,6 +84,8 @@ def driver_branch(driver: str) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class ToolkitDriver:
+    """A CUDA toolkit release and the minimum drivers it ships with."""
+
     cuda: str  # "12.1" (major.minor of the release)
     update: int  # 0 = GA, 1 = Update 1 ...; -1 = RC
     label: str  # as the release notes name it
@@ -195,6 +197,8 @@ def min_driver(cuda: str, os: str = "linux") -> Optional[str]:
 
 @dataclasses.dataclass(frozen=True)
 class MinorCompatFloor:
+    """The lowest driver that runs a CUDA major family under minor-version compatibility."""
+
     major: int
     linux: str
     windows: Optional[str]
@@ -242,6 +246,8 @@ def minor_compat_floor_row(major: int) -> Optional[MinorCompatFloor]:
 
 @dataclasses.dataclass(frozen=True)
 class BranchCuda:
+    """A driver branch and the CUDA version its cuDriverGetVersion reports."""
+
     branch: int  # 580
     cuda: int  # 13000 (cuDriverGetVersion)
     source: str

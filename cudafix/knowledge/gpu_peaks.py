@@ -21,6 +21,8 @@ _LZW = "lzwjava.github.io/nvidia-h200-gpu-specs-en: H100 SXM 3.35 TB/s vs H200 S
 
 @dataclasses.dataclass(frozen=True)
 class GpuPeak:
+    """Nominal dense throughput and memory bandwidth of one GPU product."""
+
     product: str
     pattern: str  # substring of the normalised NVML name (see gpus.normalize_name)
     fp32_tflops: Optional[float]  # non-tensor FP32; None = no cited figure

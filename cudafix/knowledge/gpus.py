@@ -30,6 +30,8 @@ PER_SM = FACTS_DRIVER + " §3b (per-SM summary: ptxas --gpu-name lists of NVIDIA
 
 @dataclasses.dataclass(frozen=True)
 class GpuCC:
+    """A GPU product name pattern and its compute capability."""
+
     product: str  # as NVIDIA names it
     pattern: str  # regex searched in the normalised name (upper case, '-'/'_' -> ' ')
     cc: str  # "9.0"
@@ -115,6 +117,8 @@ def compute_capability(name: str) -> Optional[str]:
 
 @dataclasses.dataclass(frozen=True)
 class SmSupport:
+    """The first and last CUDA toolkits that can build for one sm_XY."""
+
     sm: int  # 90
     arch: str  # "Hopper"
     first_cuda: str  # first toolkit that compiles for it

@@ -48,6 +48,8 @@ C12 = "5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"
 
 @dataclasses.dataclass(frozen=True)
 class WheelArch:
+    """The TORCH_CUDA_ARCH_LIST of one torch release line and CUDA variant (pip wheels)."""
+
     variant: str  # "cu121"
     arch_list: str  # TORCH_CUDA_ARCH_LIST of the release wheel
     source: str
@@ -58,6 +60,8 @@ class WheelArch:
 
 @dataclasses.dataclass(frozen=True)
 class CondaVariant:
+    """One CUDA variant of a torch release on the pytorch conda channel."""
+
     cuda: str  # "11.3"
     package: str  # "cudatoolkit" (<=1.12) | "pytorch-cuda" (1.13-2.5)
     channels: Tuple[str, ...]  # ("pytorch", "nvidia")
@@ -68,6 +72,8 @@ class CondaVariant:
 
 @dataclasses.dataclass(frozen=True)
 class TorchRelease:
+    """One torch minor release: CUDA variants, PyPI default, torchvision, Python range."""
+
     version: str  # "2.4"
     latest: str  # latest patch cudafix knows of, "2.4.1"
     torchvision: str  # "0.19"

@@ -49,6 +49,8 @@ MAX_STRING = 64 << 10
 
 @dataclasses.dataclass(frozen=True)
 class Section:
+    """One ELF section header (name, file offset, size)."""
+
     name: str
     type: int
     addr: int
@@ -58,6 +60,8 @@ class Section:
 
 @dataclasses.dataclass
 class ElfFile:
+    """What cudafix reads from one ELF file: class, machine, sections, dynamic entries."""
+
     path: str
     elf_class: int  # 32 or 64
     little_endian: bool

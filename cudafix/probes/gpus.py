@@ -36,6 +36,8 @@ _UUID_RE = re.compile(r"^GPU-[0-9a-fA-F-]+$")
 
 @dataclasses.dataclass(frozen=True)
 class VisibleEntry:
+    """One parsed CUDA_VISIBLE_DEVICES entry and the GPU it selects, if any."""
+
     text: str  # the entry as written (stripped)
     kind: str  # INDEX | UUID | MIG | INVALID (syntax only)
     index: Optional[int] = None  # for INDEX
@@ -83,6 +85,8 @@ def parse_cuda_visible_devices(value: Optional[str]) -> VisibleDevicesSpec:
 
 @dataclasses.dataclass(frozen=True)
 class VisibleResult:
+    """CUDA_VISIBLE_DEVICES as CUDA reads it: the visible GPUs and where parsing stopped."""
+
     indices: Optional[List[int]]  # into the gpus list, CUDA order; None = cannot decide
     reason: str  # how it was decided, or why it could not be
     invalid: Tuple[str, ...] = ()  # entries that match no GPU (or are malformed)

@@ -40,6 +40,8 @@ HWCAP_EXTENSION = 1 << 62  # entry lives in a glibc-hwcaps subdirectory
 
 @dataclasses.dataclass(frozen=True)
 class CacheEntry:
+    """One /etc/ld.so.cache entry (soname, flags, path)."""
+
     name: str  # soname (the key)
     path: str
     flags: int
@@ -48,6 +50,8 @@ class CacheEntry:
 
 @dataclasses.dataclass
 class LdCache:
+    """The parsed /etc/ld.so.cache, or why it could not be read."""
+
     entries: List[CacheEntry] = dataclasses.field(default_factory=list)
     found_via: str = ""
     unknown: Optional[str] = None

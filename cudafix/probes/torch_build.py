@@ -45,6 +45,8 @@ def normalize_name(name: str) -> str:
 
 @dataclasses.dataclass
 class DistDir:
+    """A *.dist-info or *.egg-info directory found on sys.path."""
+
     name: str  # normalized
     version: str
     path: str  # the .dist-info / .egg-info path

@@ -40,6 +40,8 @@ DEFAULT_LOW, DEFAULT_HIGH = 256 * MIB, 1 * GIB
 
 @dataclasses.dataclass
 class Coverage:
+    """The device code a torch build carries, merged over its scanned libraries."""
+
     library: str
     sass: List[str]
     ptx: List[str]
@@ -49,6 +51,8 @@ class Coverage:
 
 @dataclasses.dataclass
 class GpuFit:
+    """How one GPU runs the build: native SASS, PTX JIT, or not at all."""
+
     gpu: GPU
     cc: Optional[str]
     kind: str  # "sass" | "ptx" | "none" | "unknown"
