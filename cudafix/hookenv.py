@@ -1,15 +1,268 @@
-"""The startup hook's `import torch` half and its cache writer format (stdlib only, Python 3.8).
+"""The startup hook's second stage: everything but the warm check (stdlib only, Python 3.8).
 
-_cudafix_startup (the part that runs at every interpreter start) stays small; what runs only
-when torch is imported lives here: the cold recompute when the cache was stale (through
-cudafix.hookplan), library preloads by absolute path, and the warnings.  Importing this module
-imports nothing beyond the stdlib and _cudafix_startup.
+_cudafix_startup (unmarshalled and run at every interpreter start) holds only the warm check.
+What runs only when needed lives here: the whole-file cache parser and reader (with reasons), the
+writer's format, and the work at `import torch` -- the cold recompute when the cache was stale
+(through cudafix.hookplan), library preloads by absolute path, and the warnings.  The names in
+HOOK_API are also reachable as attributes of _cudafix_startup (its module __getattr__), where
+they lived before the split.  Importing this module imports nothing beyond the stdlib and
+_cudafix_startup.
 """
 
 import os
 import sys
 
 import _cudafix_startup as hook
+
+# hook.ENV_NAMES: the variables of the fingerprint, as str (a test keeps them a superset of what
+# cudafix.probes.environment reads)
+ENV_NAMES = tuple(sorted(n.decode("ascii") for n in hook.ENV_B))
+
+
+class CudafixWarning(UserWarning):
+    """Category of cudafix's warnings at ``import torch`` (filter it like any warning)."""
+
+
+CudafixWarning.__module__ = "_cudafix_startup"  # its documented name (also cudafix.hookplan.CudafixWarning)
+
+
+# -- what the start computes, written plainly (tests keep hook.run's inline code equal) ---------
+
+def env_key(prefix):  # == cudafix.paths.env_key
+    n = int.from_bytes(os.path.abspath(prefix).encode("utf-8", "surrogateescape"), "little") % ((1 << 61) - 1)
+    return "%016x" % (n * 0x9E3779B97F4A7C15 % ((1 << 61) - 1))
+
+
+def user_cache_dir(environ):  # == cudafix.paths.user_cache_dir
+    xdg = environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "cudafix")
+    home = environ.get("HOME")
+    if home and os.path.isabs(home):
+        return os.path.join(home, ".cache", "cudafix")
+    return os.path.join("/tmp", "cudafix-%d" % os.getuid())
+
+
+def cache_dir(prefix, environ):  # == cudafix.paths.env_cache_dir
+    return os.path.join(user_cache_dir(environ), "envs", env_key(prefix))
+
+
+def stat_sig(path):
+    """'mtime_ns:size:ino', '-' when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return "-"
+    return "%d:%d:%d" % (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def path_part(sys_path=None):
+    """The sys.path part of the fingerprint: each entry (but the stdlib, its zip and lib-dynload,
+    which never hold torch) with its stat -- installing or removing a package changes its
+    directory's mtime -- and the stat of the first torch/version.py."""
+    parts = []
+    torch = "torch=-"
+    std = os.path.dirname(os.__file__)
+    for entry in sys.path if sys_path is None else sys_path:
+        if not isinstance(entry, str) or entry == std or entry.startswith(std + "/lib-dynload") or entry.endswith(".zip"):
+            continue
+        sig = stat_sig(entry or ".")
+        parts.append("path=%s:%s" % (entry, sig))
+        if sig != "-" and torch == "torch=-":
+            vsig = stat_sig((entry or ".") + "/torch/version.py")
+            if vsig != "-":
+                torch = "torch=%s/torch/version.py:%s" % (entry or ".", vsig)
+    parts.append(torch)
+    return parts
+
+
+def machine_part():
+    """The driver's version file and the GPUs it lists."""
+    try:
+        fd = os.open("/sys/module/nvidia/version", os.O_RDONLY)
+        try:
+            driver = os.read(fd, 256).decode("latin-1")
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        driver = "-"
+    try:
+        gpus = ",".join(sorted(os.listdir("/proc/driver/nvidia/gpus")))
+    except (OSError, ValueError):
+        gpus = "-"
+    return ["driver=" + driver, "gpus=" + gpus]
+
+
+def fingerprint(environ, syspath_part, machine=None):
+    """Digest of everything an entry's verdicts depend on, for this env mapping.
+
+    The text: the parts (non-empty, without NUL) NUL-separated, NUL NUL, the names of the set
+    ENV_B variables (sorted), NUL NUL, their values as os.environ stores them ('' differs from
+    unset).  The digest: its length and hash() of the text read as an integer, both byte orders:
+    the integer modulo 2**61-1 (sys.hash_info.modulus), computed in C in one pass; unlike hash()
+    of str/bytes, hash() of an int is not salted per process.
+    """
+    data = getattr(environ, "_data", None) if environ is os.environ else None
+    if data is None:  # a plain mapping of str: encoded as os.environ stores its values
+        data = {}
+        for name in hook.ENV_B:
+            v = environ.get(name.decode("ascii"))
+            if v is not None:
+                data[name] = os.fsencode(v)
+    names = sorted(n for n in data if n in hook.ENV_B)
+    head = ["cudafix " + hook.VERSION, sys.version, sys.prefix] + list(machine_part() if machine is None else machine)
+    text = "\0".join(head + list(syspath_part)).encode("utf-8", "surrogateescape")
+    text += b"\0\0" + b"\0".join(names) + b"\0\0" + b"\0".join(data[n] for n in names)
+    return "%x.%x.%x" % (len(text), hash(int.from_bytes(text, "little")), hash(int.from_bytes(text, "big")))
+
+
+# -- the cache file: format in _cudafix_startup; the whole-file parser and reader -------------
+#
+#   cudafix-hook-cache 1
+#   E <fingerprint> <fingerprint after the entry's env ops>      one per entry, newest first
+#   S <path> <stat sig>                                          files the entry depends on
+#   O <rule> <op> <name> <value>                                 in-process env correction
+#   P <rule> <soname> <path>                                     preload at `import torch`
+#   W <rule> <quiet-if-fixed 0|1> <line if fixed> <line if not>  warning at `import torch`
+#   END
+#
+# Fields but the fingerprints: hex of UTF-8 (surrogateescape), '-' for None.  Parsed with
+# bytes.split / bytes.fromhex only: nothing that can execute or crash on garbage.  An entry is a
+# list [fp, post_fp, stats, ops, preloads, warns].  The start reads only the entries naming its
+# fingerprint (hook.find_entry); tests keep the two parsers equal.
+
+_ARITY = {b"S": 3, b"O": 5, b"P": 4, b"W": 5}
+
+
+def _dec(field):
+    if field == b"-":
+        return None
+    return bytes.fromhex(field.decode("ascii")).decode("utf-8", "surrogateescape")
+
+
+def parse_entries(data, want=None):
+    """The entries of a cache file's bytes (only those whose fingerprints are in ``want``, if
+    given); ValueError (or another Exception) when malformed: then "no cache"."""
+    lines = data.split(b"\n")
+    if lines[0] != hook.MAGIC or len(lines) < 3 or lines[-1] != b"" or lines[-2] != b"END":
+        raise ValueError("not a whole cudafix hook cache")
+    entries = []
+    cur = None
+    for line in lines[1:-2]:
+        f = line.split(b" ")
+        kind = f[0]
+        if kind == b"E" and len(f) == 3:
+            fp, post = f[1].decode("ascii"), f[2].decode("ascii")
+            cur = [fp, post, [], [], [], []] if want is None or fp in want or post in want else None
+            if cur is not None:
+                entries.append(cur)
+            continue
+        if _ARITY.get(kind) != len(f):
+            raise ValueError("bad record")
+        if cur is None:
+            continue
+        if kind == b"S":
+            cur[2].append((_dec(f[1]), _dec(f[2])))
+        elif kind == b"O":
+            cur[3].append((_dec(f[1]), _dec(f[2]), _dec(f[3]), _dec(f[4])))
+        elif kind == b"P":
+            cur[4].append((_dec(f[1]), _dec(f[2]), _dec(f[3])))
+        elif f[2] in (b"0", b"1"):
+            cur[5].append((_dec(f[1]), f[2] == b"1", _dec(f[3]), _dec(f[4])))
+        else:
+            raise ValueError("bad W record")
+    return entries
+
+
+def trusted(st, uid, want_dir):
+    """Ours, of the right kind, and writable by nobody else (DESIGN constraint 6)."""
+    kind = 0o040000 if want_dir else 0o100000
+    return st.st_mode & 0o170000 == kind and st.st_uid == uid and not st.st_mode & 0o022
+
+
+def read_cache(path, want=None):
+    """(entries, None) or ([], reason); never raises.  The same checks as the start's."""
+    try:
+        uid = os.geteuid()
+        if not trusted(os.stat(os.path.dirname(path)), uid, True):
+            return [], "cache dir not owned by this user or writable by others"
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if not trusted(st, uid, False):
+                return [], "cache file not owned by this user, writable by others, or not a file"
+            if st.st_size > hook.MAX_CACHE_BYTES:
+                return [], "cache file too large"
+            data = os.read(fd, hook.MAX_CACHE_BYTES + 1)
+        finally:
+            os.close(fd)
+        return parse_entries(data, want), None
+    except FileNotFoundError:
+        return [], "no cache yet"
+    except Exception as exc:  # noqa: BLE001 - a cache is never worth an exception
+        return [], "cache unusable (%s)" % type(exc).__name__
+
+
+def entry_fresh(entry):
+    return all(stat_sig(path) == sig for path, sig in entry[2])
+
+
+# -- CUDAFIX_DEBUG ------------------------------------------------------------------------------
+
+def say(st, msg):
+    """Record a decision; print it (one line, stderr) under CUDAFIX_DEBUG=1."""
+    st.log.append(msg)
+    if st.debug:
+        try:
+            err = sys.stderr
+            if err is not None:
+                err.write("cudafix: %s\n" % msg)
+                err.flush()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def say_ops(st, entry):
+    """The lines for what hook.apply_env did with the entry's corrections."""
+    failed = {id(op): exc for op, exc in st.failed}
+    applied = {id(op) for op in st.applied}
+    for op in entry[3]:
+        rule, name, value = op[0], op[2], op[3]
+        if id(op) in applied:
+            say(st, "%s %s%s [%s]" % (op[1], name, "" if value is None else "=" + value, rule))
+        elif id(op) in failed:
+            say(st, "could not %s %s: %s" % (op[1], name, failed[id(op)]))
+        else:
+            say(st, "not applied: %s %s [%s]" % (op[1], name, rule))
+
+
+def explain(st):
+    """Under CUDAFIX_DEBUG=1, after hook.run: one line per decision it made, and why."""
+    get = os.environ.get
+    if (get("CUDAFIX_DISABLE") or "").strip().lower() not in hook._NO:
+        return say(st, "CUDAFIX_DISABLE is set: doing nothing")
+    mode = (get("CUDAFIX_MODE") or "fix").strip().lower()
+    if mode not in ("fix", "warn", "off"):
+        say(st, "CUDAFIX_MODE=%r is not fix|warn|off: using fix" % mode)
+    if st.mode == "off":
+        return say(st, "CUDAFIX_MODE=off: doing nothing")
+    if st.error is not None:
+        return say(st, "internal error, hook skipped: %s: %s" % (type(st.error).__name__, st.error))
+    if st.entry is None:
+        entries, why = read_cache(st.cache_path, (st.fp,))
+        if why is None:
+            why = "no fresh cache entry"
+        return say(st, "%s: the check runs at `import torch` (cache %s)" % (why, st.cache_path))
+    say(st, "cache fresh (%s)" % st.cache_path)
+    say_ops(st, st.entry)
+    if st.finder is None:
+        say(st, "nothing to do at `import torch`: no finder installed")
+
+
+# attributes of _cudafix_startup served from here (its __getattr__)
+HOOK_API = frozenset([
+    "ENV_NAMES", "CudafixWarning", "env_key", "user_cache_dir", "cache_dir", "stat_sig", "path_part",
+    "machine_part", "fingerprint", "parse_entries", "trusted", "read_cache", "entry_fresh", "say"])
 
 
 class Entry(list):
@@ -94,13 +347,14 @@ def at_torch_import(st):
         try:
             from cudafix import hookplan
         except Exception as exc:  # noqa: BLE001 - a broken install: say nothing unless asked
-            hook.say(st, "cudafix package not importable (%s): nothing checked" % type(exc).__name__)
+            say(st, "cudafix package not importable (%s): nothing checked" % type(exc).__name__)
             return
         entry = hookplan.cold(st)
         if entry is None:
             return
         st.entry = entry
         hook.apply_env(st, entry, environ)
+        say_ops(st, entry)
     preloaded = []
     preloads = preloads_due(st, entry)
     if preloads:
@@ -111,9 +365,9 @@ def at_torch_import(st):
                 ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
                 st.preloaded.append(path)
                 preloaded.append(rule)
-                hook.say(st, "preloaded %s for %s [%s]" % (path, soname, rule))
+                say(st, "preloaded %s for %s [%s]" % (path, soname, rule))
             except Exception as exc:  # noqa: BLE001
-                hook.say(st, "could not preload %s: %s" % (path, exc))
+                say(st, "could not preload %s: %s" % (path, exc))
     failed = [p[0] for p in preloads if p[0] not in preloaded]
     due = warnings_due(st, entry, environ, [r for r in preloaded if r not in failed])
     if due:
@@ -122,7 +376,7 @@ def at_torch_import(st):
         for rule, line in due:
             # 1 this function, 2 on_torch, 3 the finder's find_spec, 4 the frame that imports
             # torch (the warnings module skips importlib's own frames)
-            warnings.warn(line, hook.CudafixWarning, stacklevel=4)
+            warnings.warn(line, CudafixWarning, stacklevel=4)
         old = [r for r in (environ.get(hook.WARNED_VAR) or "").split(",") if r]
         try:
             environ[hook.WARNED_VAR] = ",".join(old + [r for r, _ in due if r not in old])

@@ -250,3 +250,68 @@ def test_path_part_sees_torch_install(tmp_path):
     after = hook.path_part([str(a), str(b)])
     assert after[-1].startswith("torch=%s:" % (b / "torch" / "version.py"))
     assert after != before
+
+
+# -- the start's own reader (hook.find_entry) against the whole-file parser -------------------
+
+def _first_fresh(data, fp):
+    for e in hookenv.parse_entries(data, (fp,)):
+        if hookenv.entry_fresh(e):
+            return e
+    return None
+
+
+fps = st.sampled_from(["1.2.3", "1.2.34", "4.5.6", "a.b.c", "1.2.3a"])
+stats = st.lists(st.sampled_from([("/nonexistent/x", "-"), ("/nonexistent/x", "1:2:3"), ("/", "-")]), max_size=2)
+cache_entries = st.builds(
+    hookenv.Entry, fps, fps, stats,
+    st.lists(st.tuples(env_text, st.sampled_from([SET, UNSET]), env_text, st.one_of(st.none(), env_text)), max_size=2),
+    st.lists(st.tuples(env_text, env_text, env_text), max_size=2),
+    st.lists(st.tuples(env_text, st.booleans(), env_text, env_text), max_size=2),
+)
+
+
+@given(es=st.lists(cache_entries, max_size=5), fp=fps)
+@settings(max_examples=400, deadline=None)
+def test_find_entry_equals_whole_file_parse(es, fp):
+    data = hookenv.dump_entries(es)
+    assert hook.find_entry(data, fp) == _first_fresh(data, fp)
+
+
+@given(data=st.binary(max_size=300) | st.builds(lambda a: hook.MAGIC + b"\n" + a + b"\nEND\n", st.binary(max_size=200))
+       | st.builds(lambda es, cut: hookenv.dump_entries(es)[:cut], st.lists(cache_entries, max_size=3), st.integers(0, 400)),
+       fp=fps)
+@settings(max_examples=500, deadline=None)
+def test_find_entry_on_garbage_agrees_or_refuses(data, fp):
+    try:
+        want = _first_fresh(data, fp)
+    except Exception:  # noqa: BLE001 - a file the whole-file parser refuses
+        want = "refused"
+    try:
+        got = hook.find_entry(data, fp)
+    except Exception:  # noqa: BLE001 - the start treats any exception as "no cache"
+        got = "refused"
+    # the start reads only the entries naming its fingerprint: where the whole-file parser finds
+    # a malformed record elsewhere, the start may still use a whole, well-formed candidate
+    assert got == want or want == "refused"
+    if want != "refused" and want is not None:
+        assert got == want
+
+
+def test_find_entry_refuses_what_is_not_whole():
+    data = hookenv.dump_entries([hookenv.Entry("1.2.3", "4.5.6")])
+    assert hook.find_entry(data, "1.2.3") == ["1.2.3", "4.5.6", [], [], [], []]
+    assert hook.find_entry(data, "4.5.6") == ["1.2.3", "4.5.6", [], [], [], []]
+    for bad in (data[:-1], data[:-4], data[1:], data + b"x", b"x" + data):
+        with pytest.raises(ValueError):
+            hook.find_entry(bad, "1.2.3")
+    with pytest.raises(ValueError):
+        hook.find_entry(data, "1.2.3", size=len(data) - 1)  # grew while read
+
+
+def test_hookenv_names_served_by_the_start_module():
+    for name in hookenv.HOOK_API:
+        assert getattr(hook, name) is getattr(hookenv, name)
+    assert hook.CudafixWarning is hookplan.CudafixWarning
+    with pytest.raises(AttributeError):
+        hook.no_such_name  # noqa: B018

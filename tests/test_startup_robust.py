@@ -68,3 +68,41 @@ def test_corrupt_truncated_unreadable_caches(stub_python, tmp_path_factory, data
     assert (p.returncode, p.stdout, p.stderr) == (0, b"ok", b""), p.stderr[-3000:]
     if mode == 0o600:  # a bad cache of ours is replaced by a whole one
         assert hook.read_cache(path)[1] is None
+
+
+# The start computes the fingerprint, the sys.path part and the cache path inline (few bytes of
+# bytecode, few objects); the cold path writes entries with hookenv's plain versions.  They must
+# agree, or the cache would never be fresh: for os.environ, and for a plain dict of it (what
+# hookplan.build_entry fingerprints after the entry's corrections).
+SAME = r"""
+import os, sys
+import _cudafix_startup as hook
+from cudafix import hookenv
+st = hook.state
+sys.stdout.write(repr([st.syspath == hookenv.path_part(sys.path[1:]),
+                       st.fp == hookenv.fingerprint(os.environ, st.syspath),
+                       st.fp == hookenv.fingerprint(dict(os.environ), st.syspath),
+                       st.cache_path == os.path.join(hookenv.cache_dir(sys.prefix, os.environ), hook.CACHE_FILE)]))
+"""
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=st.dictionaries(st.sampled_from(NAMES + ["CUDA_MODULE_LOADING", "VIRTUAL_ENV", "PYTHONPATH"]), values, max_size=6))
+def test_start_computes_what_hookenv_computes(stub_python, tmp_path_factory, extra):
+    base = clean_env(tmp_path_factory.mktemp("cache"))
+    env = {k.encode(): v.encode("utf-8", "surrogateescape") for k, v in base.items()}
+    env.update({k.encode(): v for k, v in extra.items() if k not in ("CUDAFIX_MODE", "CUDAFIX_DEBUG", "PYTHONPATH")})
+    p = subprocess.run([str(stub_python), "-c", SAME], env=env, capture_output=True, timeout=120, cwd="/")
+    assert (p.returncode, p.stderr) == (0, b""), p.stderr[-3000:]
+    assert p.stdout == b"[True, True, True, True]", (p.stdout, extra)
+
+
+@pytest.mark.parametrize("xdg,home", [("/x/", "/h"), ("/x//y", None), ("rel", "/h/"), ("", "/h"), (None, None), (None, "rel")])
+def test_start_cache_path_edge_cases(stub_python, tmp_path, xdg, home):
+    env = {k: v for k, v in clean_env(tmp_path).items() if k not in ("XDG_CACHE_HOME", "HOME")}
+    if xdg is not None:
+        env["XDG_CACHE_HOME"] = xdg
+    if home is not None:
+        env["HOME"] = home
+    p = subprocess.run([str(stub_python), "-c", SAME], env=env, capture_output=True, timeout=120, cwd="/")
+    assert (p.returncode, p.stderr, p.stdout) == (0, b"", b"[True, True, True, True]")
