@@ -21,4 +21,20 @@ mk() {  # mk NAME TORCH_SPEC
 mk torch-cpu torch==2.13.0
 mk torch-cu torch==2.14.1
 mk torch-251 torch==2.5.1
+
+# A real Python 3.8 (yolov9 images ship 3.8) with cudafix's runtime dependencies, for the tests
+# that run cudafix under 3.8 itself (tests/test_py38_real.py).  pyenv's 3.8 where present; else
+# the tests say it is missing.
+py38=${CUDAFIX_PY38:-}
+if [ -z "$py38" ]; then
+    for c in "$HOME"/.pyenv/versions/3.8.*/bin/python3.8 /usr/bin/python3.8 /usr/local/bin/python3.8; do
+        if [ -x "$c" ] && "$c" -c 'import venv' 2>/dev/null; then py38=$c; break; fi
+    done
+fi
+if [ -n "$py38" ] && [ ! -f "$root/py38/.cudafix-ready-deps" ]; then
+    rm -rf "$root/py38"
+    "$py38" -m venv "$root/py38"
+    "$root/py38/bin/python" -m pip install -q click packaging nvidia-ml-py
+    touch "$root/py38/.cudafix-ready-deps"
+fi
 echo "test venvs ready in $root"
