@@ -156,6 +156,14 @@ def _build(rel, mode, variant, used, driver_cuda, driver_version, ccs, python, c
     )
 
 
+def _pin_local_if_same(rec: Recommendation, current_torch: Optional[str]) -> Recommendation:
+    """Same X.Y.Z as the installed torch (e.g. 2.13.0+cpu -> 2.13.0 cu130): pin the local version,
+    or pip keeps the installed build (see torch_builds.pip_command)."""
+    if current_torch and current_torch.split("+")[0] == rec.torch:
+        return dataclasses.replace(rec, pip_command=tb.pip_command(rec.torch, rec.variant, rec.torchvision, local=True))
+    return rec
+
+
 def recommend(
     driver_cuda: Optional[int],
     ccs: Sequence[str],
@@ -189,6 +197,7 @@ def recommend(
             break
     if best is None:
         return None
+    best = _pin_local_if_same(best, current_torch)
     if current_torch:
         cur = tb.release(current_torch)
         if cur is not None and cur.version != tb.release(best.torch).version and tb.python_supported(cur, python):
@@ -196,5 +205,5 @@ def recommend(
             if cands:
                 mode, variant, used = cands[0]
                 alt = _build(cur, mode, variant, used, driver_cuda, driver_version, ccs, python, conda)
-                best = dataclasses.replace(best, alternative=alt)
+                best = dataclasses.replace(best, alternative=_pin_local_if_same(alt, current_torch))
     return best

@@ -112,3 +112,13 @@ def test_recommendation_always_fits(driver_cuda, ccs, python, conda):
                     need // 1000 == driver_cuda // 1000 and driver_cuda % 1000 >= 10)
                 covered = all(arch.fit(tb.wheel_arch_list(newer.latest, v)[0], [], cc).kind == "sass" for cc in ccs)
                 assert not (runs and covered), (newer.version, v)
+
+
+def test_same_version_as_installed_pins_the_local_version():
+    # PEP 440: `torch==2.14.1` is satisfied by an installed 2.14.1+cpu, so pip would change nothing.
+    rec = recommend(13000, ["9.0"], "3.11.7", False, current_torch="2.14.1+cpu")
+    assert rec.torch == "2.14.1"
+    assert "torch==2.14.1+cu130 torchvision==0.29.1+cu130" in rec.pip_command
+    other = recommend(13000, ["9.0"], "3.11.7", False, current_torch="2.13.0+cpu")
+    assert "torch==2.14.1 " in other.pip_command  # a different version: the plain pin upgrades
+    assert "torch==2.13.0+cu130" in other.alternative.pip_command

@@ -409,8 +409,13 @@ def index_url(variant: str) -> str:
     return INDEX_BASE + _variant_of(variant)
 
 
-def pip_command(torch_version: str, variant: str, torchvision: Optional[str] = None) -> str:
-    """Exact pip command for an official wheel of ``torch_version`` (X.Y.Z) + ``variant``."""
+def pip_command(torch_version: str, variant: str, torchvision: Optional[str] = None, local: bool = False) -> str:
+    """Exact pip command for an official wheel of ``torch_version`` (X.Y.Z) + ``variant``.
+
+    ``local``: pin the local version (``torch==2.13.0+cu130``).  Needed when the env already has
+    the same X.Y.Z in another variant: PEP 440 lets ``torch==2.13.0`` match an installed
+    ``2.13.0+cpu``, so pip would answer "Requirement already satisfied" and change nothing.
+    """
     rel = release(torch_version)
     tv = torchvision or torchvision_for(torch_version)
     variant = _variant_of(variant)
@@ -422,7 +427,9 @@ def pip_command(torch_version: str, variant: str, torchvision: Optional[str] = N
             pkgs += " torchvision==%s+%s" % (tv, variant)
         url = INDEX_BASE + (variant + "/" if variant == "cu113" else "") + "torch_stable.html"
         return "pip install %s -f %s" % (pkgs, url)
-    if tv:
+    if local and style == "index":
+        pkgs = "torch==%s+%s" % (torch_version, variant) + (" torchvision==%s+%s" % (tv, variant) if tv else "")
+    elif tv:
         pkgs += " torchvision==%s" % tv
     flag = "--extra-index-url" if style == "extra-index" else "--index-url"
     if style == "extra-index":
