@@ -1,12 +1,12 @@
-"""The startup hook's second stage: everything but the warm check (stdlib only, Python 3.8).
+"""The startup hook's work, all of it at `import torch` (stdlib only, Python 3.8).
 
-_cudafix_startup (unmarshalled and run at every interpreter start) holds only the warm check.
-What runs only when needed lives here: the whole-file cache parser and reader (with reasons), the
-writer's format, and the work at `import torch` -- the cold recompute when the cache was stale
-(through cudafix.hookplan), library preloads by absolute path, and the warnings.  The names in
-HOOK_API are also reachable as attributes of _cudafix_startup (its module __getattr__), where
-they lived before the split.  Importing this module imports nothing beyond the stdlib and
-_cudafix_startup.
+_cudafix_startup (unmarshalled and run at every interpreter start) only installs a finder for the
+name `torch`.  Everything else lives here and runs when that finder sees `import torch`: the
+check (fingerprint -> per-env cache entry -> in-process env corrections), the whole-file cache
+parser and reader, the writer's format, the cold recompute when the cache was stale (through
+cudafix.hookplan), library preloads by absolute path, and the warnings.  The names in HOOK_API
+are also attributes of _cudafix_startup (its module __getattr__), where they lived before.
+Importing this module imports nothing beyond the stdlib and _cudafix_startup.
 """
 
 import os
@@ -14,9 +14,35 @@ import sys
 
 import _cudafix_startup as hook
 
-# hook.ENV_NAMES: the variables of the fingerprint, as str (a test keeps them a superset of what
+VERSION = "0.1.0"  # == cudafix.__version__ (tests/test_startup_cache.py checks)
+CACHE_FILE = "hook.v1"
+MAGIC = b"cudafix-hook-cache 1"
+MAX_CACHE_BYTES = 1 << 20
+WARNED_VAR = "CUDAFIX_WARNED"  # rule ids already warned about in this process tree
+LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")  # never changed in-process (docs/hook.md)
+
+# The variables whose value changes cudafix's verdicts (os.environ's bytes keys): what the probes
+# read (a test keeps this a superset of cudafix.probes.environment.VARIABLES), plus nvcc on PATH,
+# torch on PYTHONPATH, the JIT cache's default place and the what-if overrides.  The policy
+# variables (CUDAFIX_*) are not part of the fingerprint.
+ENV_B = frozenset(b"""LD_LIBRARY_PATH LD_PRELOAD CUDA_HOME CUDA_PATH CUDA_ROOT CUDA_TOOLKIT_ROOT_DIR
+CUDACXX CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER CUDA_LAUNCH_BLOCKING CUDA_MODULE_LOADING
+CUDA_MODULE_DATA_LOADING CUDA_CACHE_DISABLE CUDA_CACHE_PATH CUDA_CACHE_MAXSIZE CUDA_FORCE_PTX_JIT
+CUDA_FORCE_JIT CUDA_DISABLE_PTX_JIT CUDA_DISABLE_JIT CUDA_FORCE_PRELOAD_LIBRARIES
+CUDA_MANAGED_FORCE_DEVICE_ALLOC CUDA_DEVICE_MAX_CONNECTIONS CUDA_DEVICE_MAX_COPY_CONNECTIONS
+CUDA_LOG_FILE CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY PYTORCH_CUDA_ALLOC_CONF
+PYTORCH_ALLOC_CONF PYTORCH_HIP_ALLOC_CONF PYTORCH_NVML_BASED_CUDA_CHECK PYTORCH_NO_CUDA_MEMORY_CACHING
+TORCH_CUDA_ARCH_LIST TORCH_USE_CUDA_DSA TORCH_USE_RTLD_GLOBAL TORCH_EXTENSIONS_DIR TRITON_PTXAS_PATH
+TRITON_CUOBJDUMP_PATH TRITON_NVDISASM_PATH TRITON_LIBCUDA_PATH NVIDIA_VISIBLE_DEVICES
+NVIDIA_DRIVER_CAPABILITIES CONDA_PREFIX CONDA_DEFAULT_ENV CONDA_SHLVL CONDA_OVERRIDE_CUDA VIRTUAL_ENV
+PATH PYTHONPATH HOME XDG_CACHE_HOME CUDAFIX_ASSUME_DRIVER CUDAFIX_ASSUME_GPU""".split())
+
+_NO = ("", "0", "no", "false", "off")
+_NS = type(sys.implementation)  # types.SimpleNamespace
+
+# ENV_NAMES: the variables of the fingerprint, as str (a test keeps them a superset of what
 # cudafix.probes.environment reads)
-ENV_NAMES = tuple(sorted(n.decode("ascii") for n in hook.ENV_B))
+ENV_NAMES = tuple(sorted(n.decode("ascii") for n in ENV_B))
 
 
 class CudafixWarning(UserWarning):
@@ -26,7 +52,7 @@ class CudafixWarning(UserWarning):
 CudafixWarning.__module__ = "_cudafix_startup"  # its documented name (also cudafix.hookplan.CudafixWarning)
 
 
-# -- what the start computes, written plainly (tests keep hook.run's inline code equal) ---------
+# -- what the start computes, written plainly  ---------
 
 def env_key(prefix):  # == cudafix.paths.env_key
     n = int.from_bytes(os.path.abspath(prefix).encode("utf-8", "surrogateescape"), "little") % ((1 << 61) - 1)
@@ -105,12 +131,12 @@ def fingerprint(environ, syspath_part, machine=None):
     data = getattr(environ, "_data", None) if environ is os.environ else None
     if data is None:  # a plain mapping of str: encoded as os.environ stores its values
         data = {}
-        for name in hook.ENV_B:
+        for name in ENV_B:
             v = environ.get(name.decode("ascii"))
             if v is not None:
                 data[name] = os.fsencode(v)
-    names = sorted(n for n in data if n in hook.ENV_B)
-    head = ["cudafix " + hook.VERSION, sys.version, sys.prefix] + list(machine_part() if machine is None else machine)
+    names = sorted(n for n in data if n in ENV_B)
+    head = ["cudafix " + VERSION, sys.version, sys.prefix] + list(machine_part() if machine is None else machine)
     text = "\0".join(head + list(syspath_part)).encode("utf-8", "surrogateescape")
     text += b"\0\0" + b"\0".join(names) + b"\0\0" + b"\0".join(data[n] for n in names)
     return "%x.%x.%x" % (len(text), hash(int.from_bytes(text, "little")), hash(int.from_bytes(text, "big")))
@@ -129,7 +155,7 @@ def fingerprint(environ, syspath_part, machine=None):
 # Fields but the fingerprints: hex of UTF-8 (surrogateescape), '-' for None.  Parsed with
 # bytes.split / bytes.fromhex only: nothing that can execute or crash on garbage.  An entry is a
 # list [fp, post_fp, stats, ops, preloads, warns].  The start reads only the entries naming its
-# fingerprint (hook.find_entry); tests keep the two parsers equal.
+# fingerprint (find_entry); tests keep the two parsers equal.
 
 _ARITY = {b"S": 3, b"O": 5, b"P": 4, b"W": 5}
 
@@ -144,7 +170,7 @@ def parse_entries(data, want=None):
     """The entries of a cache file's bytes (only those whose fingerprints are in ``want``, if
     given); ValueError (or another Exception) when malformed: then "no cache"."""
     lines = data.split(b"\n")
-    if lines[0] != hook.MAGIC or len(lines) < 3 or lines[-1] != b"" or lines[-2] != b"END":
+    if lines[0] != MAGIC or len(lines) < 3 or lines[-1] != b"" or lines[-2] != b"END":
         raise ValueError("not a whole cudafix hook cache")
     entries = []
     cur = None
@@ -191,9 +217,9 @@ def read_cache(path, want=None):
             st = os.fstat(fd)
             if not trusted(st, uid, False):
                 return [], "cache file not owned by this user, writable by others, or not a file"
-            if st.st_size > hook.MAX_CACHE_BYTES:
+            if st.st_size > MAX_CACHE_BYTES:
                 return [], "cache file too large"
-            data = os.read(fd, hook.MAX_CACHE_BYTES + 1)
+            data = os.read(fd, MAX_CACHE_BYTES + 1)
         finally:
             os.close(fd)
         return parse_entries(data, want), None
@@ -223,7 +249,7 @@ def say(st, msg):
 
 
 def say_ops(st, entry):
-    """The lines for what hook.apply_env did with the entry's corrections."""
+    """The lines for what apply_env did with the entry's corrections."""
     failed = {id(op): exc for op, exc in st.failed}
     applied = {id(op) for op in st.applied}
     for op in entry[3]:
@@ -237,9 +263,9 @@ def say_ops(st, entry):
 
 
 def explain(st):
-    """Under CUDAFIX_DEBUG=1, after hook.run: one line per decision it made, and why."""
+    """Under CUDAFIX_DEBUG=1, after check(): one line per decision it made, and why."""
     get = os.environ.get
-    if (get("CUDAFIX_DISABLE") or "").strip().lower() not in hook._NO:
+    if (get("CUDAFIX_DISABLE") or "").strip().lower() not in _NO:
         return say(st, "CUDAFIX_DISABLE is set: doing nothing")
     mode = (get("CUDAFIX_MODE") or "fix").strip().lower()
     if mode not in ("fix", "warn", "off"):
@@ -252,16 +278,161 @@ def explain(st):
         entries, why = read_cache(st.cache_path, (st.fp,))
         if why is None:
             why = "no fresh cache entry"
-        return say(st, "%s: the check runs at `import torch` (cache %s)" % (why, st.cache_path))
+        return say(st, "%s: the check runs now, at `import torch` (cache %s)" % (why, st.cache_path))
     say(st, "cache fresh (%s)" % st.cache_path)
     say_ops(st, st.entry)
-    if st.finder is None:
-        say(st, "nothing to do at `import torch`: no finder installed")
+
+
+# -- the check, at `import torch` (it ran at every interpreter start before 2026-11-30) -------
+
+def find_finder():
+    """The hook's finder in sys.meta_path, or None."""
+    for f in sys.meta_path:
+        if not isinstance(f, type) and getattr(f, "cudafix", False) is True:
+            return f
+    return None
+
+
+def check(finder=None):
+    """The check, once per process: policy, fingerprint, this env's cache entry, its in-process env
+    corrections.  Run by the finder at `import torch` (or by reading _cudafix_startup.state);
+    returns the state (hook.state).  Never raises."""
+    st = hook.__dict__.get("state")
+    if st is not None:
+        return st
+    # active: not disabled nor off; why: what the check found (CUDAFIX_DEBUG says it);
+    # failed: [(op, exception)]
+    st = hook.state = _NS(mode="fix", active=False, skip=frozenset(), debug=False, syspath=[], fp=None,
+                          cache_path=None, entry=None, applied=[], preloaded=[], finder=None, log=[],
+                          failed=[], error=None)
+    try:
+        environ = os.environ
+        get = environ.get
+        st.debug = (get("CUDAFIX_DEBUG") or "").strip().lower() not in _NO
+        on = (get("CUDAFIX_DISABLE") or "").strip().lower() in _NO
+        mode = (get("CUDAFIX_MODE") or "fix").strip().lower()
+        if on and mode in ("warn", "off"):
+            st.mode = mode  # (an unknown mode: the default, fix)
+        if on and mode != "off":
+            st.active = True
+            skip = get("CUDAFIX_SKIP")
+            if skip:
+                st.skip = frozenset(map(str.strip, skip.split(",")))
+            st.finder = finder = finder if finder is not None else find_finder()
+            # the sys.path of the start (saved by the finder), not today's: `-c` and scripts add
+            # their own directory, which must not make a new cache entry per directory
+            start_path = getattr(finder, "path", None)
+            st.syspath = path_part(start_path if isinstance(start_path, list) else None)
+            st.fp = fingerprint(environ, st.syspath)
+            st.cache_path = os.path.join(cache_dir(sys.prefix, environ), CACHE_FILE)
+            st.entry = lookup(st.cache_path, st.fp)
+            if st.entry is not None:
+                apply_env(st, st.entry, environ)
+    except Exception as exc:  # noqa: BLE001 - never break an interpreter
+        st.error = exc
+    if st.debug:
+        try:
+            explain(st)
+        except Exception:  # noqa: BLE001
+            pass
+    return st
+
+
+def lookup(path, fp):
+    """The first fresh entry for fp in the cache file at path, or None (also for any cache that
+    is not trusted: O_NOFOLLOW, a regular file, it and its directory ours and writable by nobody
+    else, < MAX_CACHE_BYTES, whole).  Never raises."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            s = os.fstat(fd)
+            uid = os.geteuid()
+            if s.st_mode & 0o170022 == 0o100000 and s.st_uid == uid and s.st_size <= MAX_CACHE_BYTES:
+                s2 = os.stat(os.path.dirname(path))
+                if s2.st_mode & 0o170022 == 0o040000 and s2.st_uid == uid:
+                    return find_entry(os.read(fd, s.st_size + 1), fp, s.st_size)
+        finally:
+            os.close(fd)
+    except Exception:  # noqa: BLE001 - a cache is never worth an exception: then none
+        pass
+    return None
+
+
+# find_entry(): in a cache file's bytes, the first entry (file order: newest first) naming fp as
+# its fingerprint or its post-correction one whose files are unchanged, or None; ValueError when
+# the file is not whole or a candidate malformed.  Fingerprints ('%x.%x.%x') occur on E lines
+# only (other fields are hex or '-'), so bytes.find jumps to the candidates; only those entries
+# are parsed (parse_entries parses the whole file; tests keep the two equal).
+def find_entry(data, fp, size=None):
+    end = len(data) - 5  # the NL before END
+    if end < len(MAGIC) or data[:len(MAGIC) + 1] != MAGIC + b"\n" or data[end:] != b"\nEND\n" or size is not None and len(data) > size:
+        raise ValueError("not a whole cudafix hook cache")
+    key = b" " + fp.encode("ascii")
+    i = data.find(key)
+    while i >= 0:
+        stop = data.find(b"\n", i)
+        f = data[data.rfind(b"\n", 0, i) + 1:stop].split(b" ")
+        if len(f) == 3 and f[0] == b"E" and key[1:] in f:
+            e = [f[1].decode("ascii"), f[2].decode("ascii"), [], [], [], []]
+            nxt = data.find(b"\nE ", stop, end)
+            for line in data[stop + 1:end if nxt < 0 else nxt].split(b"\n") if stop < end and nxt != stop else ():
+                f = line.split(b" ")
+                if _ARITY.get(f[0]) != len(f) or f[0] == b"W" and f[2] not in (b"0", b"1"):
+                    raise ValueError("bad record")
+                rec = []
+                for x in f[1:]:
+                    rec.append(None if x == b"-" else x == b"1" if len(rec) == 1 and f[0] == b"W"
+                               else bytes.fromhex(x.decode("ascii")).decode("utf-8", "surrogateescape"))
+                e[b"SOPW".index(f[0]) + 2].append(tuple(rec))
+            fresh = True
+            for p, sig in e[2]:
+                try:
+                    s = os.stat(p)
+                    fresh = fresh and sig == "%d:%d:%d" % (s.st_mtime_ns, s.st_size, s.st_ino)
+                except (OSError, ValueError):
+                    fresh = fresh and sig == "-"
+            if fresh:
+                return e
+        i = data.find(key, stop)
+    return None
+
+
+def apply_env(st, entry, environ):  # the entry's in-process corrections that the policy allows
+    for op in entry[3]:
+        if st.mode == "fix" and op[0] not in st.skip and op[2] not in LOADER_VARS:
+            try:
+                apply_op(environ, op[1], op[2], op[3])
+                st.applied.append(op)
+            except Exception as exc:  # noqa: BLE001
+                st.failed.append((op, exc))
+
+
+def apply_op(environ, op, name, value):  # == cudafix.fixes.EnvOp.apply
+    if op == "set":
+        environ[name] = value or ""
+    elif op == "unset":
+        environ.pop(name, None)
+    elif op == "prepend-path" or op == "remove-path":
+        old = environ.get(name)
+        parts = []
+        for p in (old or "").split(":"):
+            if p != value and (p or op == "remove-path"):
+                parts.append(p)
+        if op == "prepend-path":
+            environ[name] = ":".join([value or ""] + parts)
+        elif old is not None and len(parts) != len(old.split(":")):
+            if any(parts):
+                environ[name] = ":".join(parts)
+            else:
+                del environ[name]
+    else:
+        raise ValueError("unknown op %r" % (op,))
 
 
 # attributes of _cudafix_startup served from here (its __getattr__)
 HOOK_API = frozenset([
-    "ENV_NAMES", "CudafixWarning", "env_key", "user_cache_dir", "cache_dir", "stat_sig", "path_part",
+    "VERSION", "CACHE_FILE", "MAGIC", "MAX_CACHE_BYTES", "WARNED_VAR", "LOADER_VARS", "ENV_B", "_NO",
+    "check", "lookup", "find_entry", "apply_env", "apply_op", "find_finder", "ENV_NAMES", "CudafixWarning", "env_key", "user_cache_dir", "cache_dir", "stat_sig", "path_part",
     "machine_part", "fingerprint", "parse_entries", "trusted", "read_cache", "entry_fresh", "say"])
 
 
@@ -287,7 +458,7 @@ def _enc(value):
 
 def dump_entries(entries):
     """The cache file's bytes (format: see _cudafix_startup)."""
-    out = [hook.MAGIC.decode("ascii")]
+    out = [MAGIC.decode("ascii")]
     for fp, post_fp, stats, ops, preloads, warns in entries:
         out.append("E %s %s" % (fp, post_fp))
         out.extend("S %s %s" % (_enc(p), _enc(s)) for p, s in stats)
@@ -311,12 +482,17 @@ def remove_finder(finder):
         sys.meta_path = [f for f in sys.meta_path if f is not finder]
 
 
-def on_torch(finder, frame):
+def on_torch(frame):
     """The finder saw the name ``torch``; ``frame`` is its caller's (importlib's _find_spec)."""
+    finder = find_finder()
+    if finder is None:
+        return
     if frame is not None and frame.f_code.co_name == "_find_spec" and not is_import(frame):
         return  # a find_spec probe: stay installed for the real import
     remove_finder(finder)
-    at_torch_import(finder.state)
+    st = check(finder)
+    if st.active and st.error is None:
+        at_torch_import(st)
 
 
 def preloads_due(st, entry):
@@ -327,7 +503,7 @@ def preloads_due(st, entry):
 
 def warnings_due(st, entry, environ, preloaded):
     """[(rule, line)] still to say in this process tree."""
-    warned = (environ.get(hook.WARNED_VAR) or "").split(",")
+    warned = (environ.get(WARNED_VAR) or "").split(",")
     applied = [a[0] for a in st.applied]
     out = []
     for rule, quiet, line_fixed, line_unfixed in entry[5]:
@@ -353,7 +529,7 @@ def at_torch_import(st):
         if entry is None:
             return
         st.entry = entry
-        hook.apply_env(st, entry, environ)
+        apply_env(st, entry, environ)
         say_ops(st, entry)
     preloaded = []
     preloads = preloads_due(st, entry)
@@ -377,8 +553,8 @@ def at_torch_import(st):
             # 1 this function, 2 on_torch, 3 the finder's find_spec, 4 the frame that imports
             # torch (the warnings module skips importlib's own frames)
             warnings.warn(line, CudafixWarning, stacklevel=4)
-        old = [r for r in (environ.get(hook.WARNED_VAR) or "").split(",") if r]
+        old = [r for r in (environ.get(WARNED_VAR) or "").split(",") if r]
         try:
-            environ[hook.WARNED_VAR] = ",".join(old + [r for r, _ in due if r not in old])
+            environ[WARNED_VAR] = ",".join(old + [r for r, _ in due if r not in old])
         except Exception:  # noqa: BLE001
             pass

@@ -208,12 +208,15 @@ def cold(st) -> Optional[hookenv.Entry]:
 def refresh(environ: Optional[Mapping[str, str]] = None, snapshot=None) -> Tuple[Optional[str], hookenv.Entry]:
     """Recompute and cache the entry for this interpreter now (``cudafix status``, activation).
 
-    Uses the sys.path part the hook recorded at this process's start when it ran, so the entry
-    matches what the next interpreter of this env computes.  Returns (cache path or None, entry).
+    Uses the sys.path part of the hook's check when it ran in this process (the start's sys.path,
+    saved by the finder), so the entry matches what the next interpreter of this env computes.  Returns (cache path or None, entry).
     """
     environ = os.environ if environ is None else environ
-    st = hook.state
-    syspath_part = st.syspath if st is not None and st.syspath else hook.path_part()
+    st = vars(hook).get("state")  # (reading hook.state would run the check now)
+    finder = hookenv.find_finder()
+    start_path = getattr(finder, "path", None) if finder is not None else None
+    syspath_part = (st.syspath if st is not None and st.syspath
+                    else hook.path_part(start_path if isinstance(start_path, list) else None))
     entry = compute(environ, syspath_part, snapshot=snapshot)
     path = os.path.join(hook.cache_dir(sys.prefix, environ), hook.CACHE_FILE)
     return (path if write_entry(path, entry) else None), entry

@@ -122,11 +122,37 @@ def test_warm_cache_corrections_in_environ_when_import_torch_begins(venvs, env):
 
 
 def test_corrections_inherited_by_children_without_a_recompute(venvs, env):
+    # The corrections are made at `import torch` (docs/hook.md): a child started after it sees
+    # them in its environment before its own check runs, and its check finds the cache entry
+    # (the entry's post-correction fingerprint) without a recompute.
+    write_plan(venvs["stub"], PLAN, env)
+    code = ("import os, subprocess, sys, torch; print(os.environ.get('CUDA_CACHE_MAXSIZE')); sys.stdout.flush(); "
+            "subprocess.run([sys.executable, '-c', 'import _cudafix_startup as h, os; v = os.environ.get(\"CUDA_CACHE_MAXSIZE\"); print(h.state.entry is not None, v)'])")
+    p = run(venvs["stub"], code, env)
+    assert p.stdout.split("\n")[:2] == ["4294967296", "True 4294967296"], p.stdout + p.stderr
+
+
+def test_no_corrections_in_a_process_that_never_imports_torch(venvs, env):
+    # the one thing the move to `import torch` gives up (docs/hook.md)
     write_plan(venvs["cpu"], PLAN, env)
     code = ("import os, subprocess, sys; print(os.environ.get('CUDA_CACHE_MAXSIZE')); sys.stdout.flush(); "
-            "subprocess.run([sys.executable, '-c', 'import _cudafix_startup as h, os; print(h.state.entry is not None, os.environ.get(\"CUDA_CACHE_MAXSIZE\"))'])")
+            "subprocess.run([sys.executable, '-c', 'import os; print(os.environ.get(\"CUDA_CACHE_MAXSIZE\"))'])")
     p = run(venvs["cpu"], code, env)
-    assert p.stdout.split("\n")[:2] == ["4294967296", "True 4294967296"], p.stdout + p.stderr
+    assert p.stdout.split("\n")[:2] == ["None", "None"], p.stdout + p.stderr
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
+def test_python_c_pass_reads_no_cache_and_installs_the_finder(venvs, env, tmp_path):
+    path = write_plan(venvs["hook"], PLAN, env)
+    out = tmp_path / "trace"
+    code = "import sys; print(sum(1 for f in sys.meta_path if getattr(f, 'cudafix', 0) is True))"
+    p = subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,open,stat,newfstatat,statx,lstat", "-o", str(out),
+                        str(venvs["hook"]), "-c", code], env=env, capture_output=True, text=True, timeout=60, cwd="/")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "1\n", ""), p.stderr
+    trace = out.read_text()
+    assert "hook.v1" not in trace and os.path.dirname(path) not in trace
+    assert "/sys/module/nvidia" not in trace and "/proc/driver/nvidia" not in trace
+    assert "torch/version.py" not in trace
 
 
 def test_policy_mode_warn_off_disable_skip(venvs, env):
@@ -150,13 +176,17 @@ def test_policy_mode_warn_off_disable_skip(venvs, env):
 
 def test_debug_says_what_and_why(venvs, env):
     write_plan(venvs["cpu"], PLAN, env)
+    start = "cudafix: finder installed: the check runs at `import torch`"
     p = run(venvs["cpu"], "pass", dict(env, CUDAFIX_DEBUG="1"))
+    assert p.stderr.splitlines() == [start]  # the check waits for `import torch`
+    p = run(venvs["cpu"], AT_IMPORT, dict(env, CUDAFIX_DEBUG="1"), ["-W", "ignore"])  # (no warnings: debug lines only)
     lines = p.stderr.splitlines()
-    assert lines[0].startswith("cudafix: cache fresh (")
+    assert lines[0] == start
+    assert lines[1].startswith("cudafix: cache fresh (")
     assert "cudafix: set CUDA_CACHE_MAXSIZE=4294967296 [jit-cache-too-small]" in lines
     assert all(ln.startswith("cudafix: ") for ln in lines)
-    p = run(venvs["cpu"], "pass", dict(env, CUDAFIX_DEBUG="1", CUDA_HOME="/elsewhere"))
-    assert "no fresh cache entry" in p.stderr and "`import torch`" in p.stderr
+    p = run(venvs["cpu"], AT_IMPORT, dict(env, CUDAFIX_DEBUG="1", CUDA_HOME="/elsewhere"))
+    assert "no fresh cache entry: the check runs now, at `import torch`" in p.stderr
 
 
 def test_warnings_once_per_process_tree_and_filterable(venvs, env):
@@ -186,8 +216,9 @@ def test_find_spec_probe_is_not_an_import(venvs, env):
 def test_hook_runs_once_even_when_called_again(venvs, env):
     write_plan(venvs["stub"], PLAN, env)
     p = run(venvs["stub"], "import sys, _cudafix_startup as h; h.run(); h.run(); "
-            "print(sum(1 for f in sys.meta_path if getattr(f, 'cudafix', 0)))", dict(env, CUDAFIX_DEBUG="1"))
+            "print(sum(1 for f in sys.meta_path if getattr(f, 'cudafix', 0))); import torch; h.run()", dict(env, CUDAFIX_DEBUG="1"))
     assert p.stdout.strip() == "1"
+    assert p.stderr.count("finder installed") == 1
     assert p.stderr.count("cache fresh") == 1
 
 

@@ -70,9 +70,9 @@ def test_corrupt_truncated_unreadable_caches(stub_python, tmp_path_factory, data
         assert hook.read_cache(path)[1] is None
 
 
-# The start computes the fingerprint, the sys.path part and the cache path inline (few bytes of
-# bytecode, few objects); the cold path writes entries with hookenv's plain versions.  They must
-# agree, or the cache would never be fresh: for os.environ, and for a plain dict of it (what
+# The check (hookenv.check, at `import torch` or when hook.state is read) computes the fingerprint
+# from the start's sys.path (saved by the finder), and the cold path writes entries with
+# hookenv's plain versions.  They must agree, or the cache would never be fresh: for os.environ, and for a plain dict of it (what
 # hookplan.build_entry fingerprints after the entry's corrections).
 SAME = r"""
 import os, sys
