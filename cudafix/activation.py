@@ -20,11 +20,11 @@ import os
 import re
 import sys
 import sysconfig
-import tempfile
 import time
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from cudafix import shells
+from cudafix.fsutil import atomic_write
 from cudafix.fixes import EnvPatch
 from cudafix.shells import Guard, Plan
 
@@ -281,20 +281,7 @@ def write_cache(path: str, files: Mapping[str, str], stamp: float, env: Mapping[
 
 
 def _write_one(path: str, text: str, stamp: float) -> None:
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".activate.", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8", "surrogateescape"))
-        os.chmod(tmp, 0o600)
-        os.utime(tmp, (stamp, stamp))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, text.encode("utf-8", "surrogateescape"), mode=0o600, mtime=stamp)
 
 
 def remove_cache(prefix: str, env: Mapping[str, str]) -> List[str]:

@@ -309,26 +309,13 @@ def check(strict: bool, as_json: bool, **opts: Any) -> None:
 
 
 def write_atomic(path: str, text: str) -> None:
-    """Write via a temporary file in the same directory and rename: never a half-written file."""
-    import tempfile
+    """Write via a temporary file in the same directory and rename: never a half-written file.
+    The file gets the permissions a plain write would (0666 less the umask)."""
+    from cudafix.fsutil import atomic_write
 
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".cudafix-snapshot-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    umask = os.umask(0)
+    os.umask(umask)
+    atomic_write(path, text.encode("utf-8"), mode=0o666 & ~umask, fsync=True)
 
 
 @click.command("snapshot")

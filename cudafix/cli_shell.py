@@ -152,12 +152,10 @@ def hooks_install(prefix: Optional[str]) -> None:
         if state == "installed":
             click.echo("unchanged  %s" % path)
             continue
+        from cudafix.fsutil import atomic_write
+
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".cudafix-tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        atomic_write(path, data, mode=0o644)
         click.echo("%s  %s" % ("updated  " if state == "differs" else "installed", path))
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
@@ -30,6 +29,7 @@ import _cudafix_startup as hook
 from cudafix import hookenv
 from _cudafix_startup import CudafixWarning  # noqa: F401  (re-exported: cudafix.hookplan.CudafixWarning)
 from cudafix.findings import Finding
+from cudafix.fsutil import atomic_write
 from cudafix.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
 
 MAX_ENTRIES = 16  # fingerprints remembered per env (e.g. two shells with different PATHs)
@@ -174,23 +174,11 @@ def write_entry(cache_path: str, entry: list) -> bool:
         return False
     old, _ = hook.read_cache(cache_path)
     entries = [entry] + [e for e in old if e[0] != entry[0]][: MAX_ENTRIES - 1]
-    data = hookenv.dump_entries(entries)
-    tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".%s." % hook.CACHE_FILE, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, cache_path)
-        tmp = None
+        atomic_write(cache_path, hookenv.dump_entries(entries), mode=None)
         return True
     except OSError:
         return False
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def cold(st) -> Optional[hookenv.Entry]:

@@ -80,20 +80,11 @@ def load(cache_dir: str, filename: str, version: int) -> Dict[str, Any]:
 
 def store(cache_dir: str, filename: str, version: int, entries: Dict[str, Any]) -> None:
     """Write ``entries`` atomically; errors are swallowed (a cache only saves time)."""
-    import tempfile  # only when writing: a warm `status` never imports it
+    from cudafix.fsutil import atomic_write
 
     try:
         os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="." + filename + "-", dir=cache_dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"version": version, "entries": entries}, fh)
-            os.replace(tmp, os.path.join(cache_dir, filename))
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        data = json.dumps({"version": version, "entries": entries}).encode("utf-8")
+        atomic_write(os.path.join(cache_dir, filename), data, mode=None)
     except (OSError, TypeError, ValueError):
         pass

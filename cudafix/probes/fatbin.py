@@ -21,13 +21,12 @@ by (realpath, size, mtime_ns) in a small JSON file.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import stat
 import struct
 from typing import Dict, Optional, Tuple
 
+from cudafix.probes import cachefile
 from cudafix.probes.elf import ElfError, open_regular, read_elf
 from cudafix.snapshot import ArchCoverage
 
@@ -211,27 +210,9 @@ def _advise_random(fd: int, start: int, size: int) -> None:
 # -- cache ------------------------------------------------------------------------------------
 
 
-def _safe_to_read(path: str) -> bool:
-    """Trust only a cache file we own that nobody else can write (DESIGN constraint 6)."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not (st.st_mode & 0o022)
-
-
 def _load_cache(cache_dir: str) -> Dict[str, dict]:
-    path = os.path.join(cache_dir, CACHE_FILE)
-    if not _safe_to_read(path):
-        return {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.loads(fh.read(4 << 20))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return {}  # a corrupt cache is ignored and rewritten
-    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or not isinstance(data.get("entries"), dict):
-        return {}
-    return data["entries"]
+    # Trusted only if ours and writable by nobody else; corrupt or old = empty (cachefile.load).
+    return cachefile.load(cache_dir, CACHE_FILE, CACHE_VERSION)
 
 
 def _cache_get(cache_dir: str, real: str, key: Dict[str, int]) -> Optional[ArchCoverage]:
@@ -254,34 +235,18 @@ def _cache_get(cache_dir: str, real: str, key: Dict[str, int]) -> Optional[ArchC
 
 
 def _cache_put(cache_dir: str, real: str, key: Dict[str, int], cov: ArchCoverage) -> None:
-    try:
-        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-        entries = _load_cache(cache_dir)
-        entries.pop(real, None)
-        entries[real] = {
-            "key": key,
-            "result": {
-                "sass": cov.sass,
-                "ptx": cov.ptx,
-                "ptx_bytes": cov.ptx_bytes,
-                "largest_ptx_bytes": cov.largest_ptx_bytes,
-                "found_via": cov.found_via,
-            },
-        }
-        while len(entries) > CACHE_MAX_ENTRIES:  # dicts keep insertion order: drop the oldest
-            entries.pop(next(iter(entries)))
-        import tempfile  # only when the cache is written (a warm `status` never imports it)
-
-        fd, tmp = tempfile.mkstemp(prefix=".fatbin-", dir=cache_dir)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"version": CACHE_VERSION, "entries": entries}, fh)
-            os.replace(tmp, os.path.join(cache_dir, CACHE_FILE))  # atomic: readers see old or new
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except OSError:
-        pass  # an unwritable cache only costs speed
+    entries = _load_cache(cache_dir)
+    entries.pop(real, None)
+    entries[real] = {
+        "key": key,
+        "result": {
+            "sass": cov.sass,
+            "ptx": cov.ptx,
+            "ptx_bytes": cov.ptx_bytes,
+            "largest_ptx_bytes": cov.largest_ptx_bytes,
+            "found_via": cov.found_via,
+        },
+    }
+    while len(entries) > CACHE_MAX_ENTRIES:  # dicts keep insertion order: drop the oldest
+        entries.pop(next(iter(entries)))
+    cachefile.store(cache_dir, CACHE_FILE, CACHE_VERSION, entries)  # atomic; errors only cost speed

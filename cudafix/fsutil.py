@@ -1,0 +1,37 @@
+"""Writing files so that readers never see half of one."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+
+def atomic_write(path: str, data: bytes, mode: Optional[int] = 0o600, mtime: Optional[float] = None,
+                 fsync: bool = False) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory + os.replace.
+
+    Readers (and concurrent writers) see the old file or a whole new one, never a mix.  ``mode``
+    is set before the rename (None keeps mkstemp's 0600); ``mtime`` stamps the file (activation
+    compares it with what it watches).  Raises OSError; the temporary file never stays behind.
+    """
+    import tempfile  # only when writing: warm paths that only read never import it
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        if mtime is not None:
+            os.utime(tmp, (mtime, mtime))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
