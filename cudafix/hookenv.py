@@ -13,6 +13,7 @@ import os
 import sys
 
 import _cudafix_startup as hook
+from cudafix import paths
 
 VERSION = "0.1.0"  # == cudafix.__version__ (tests/test_startup_cache.py checks)
 CACHE_FILE = "hook.v1"
@@ -54,23 +55,14 @@ CudafixWarning.__module__ = "_cudafix_startup"  # its documented name (also cuda
 
 # -- what the start computes, written plainly  ---------
 
-def env_key(prefix):  # == cudafix.paths.env_key
-    n = int.from_bytes(os.path.abspath(prefix).encode("utf-8", "surrogateescape"), "little") % ((1 << 61) - 1)
-    return "%016x" % (n * 0x9E3779B97F4A7C15 % ((1 << 61) - 1))
+# The cache's place: cudafix.paths (this runs at `import torch`, where importing it costs nothing
+# that matters; the start module computes no path).
+env_key = paths.env_key
+user_cache_dir = paths.user_cache_dir
 
 
-def user_cache_dir(environ):  # == cudafix.paths.user_cache_dir
-    xdg = environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return os.path.join(xdg, "cudafix")
-    home = environ.get("HOME")
-    if home and os.path.isabs(home):
-        return os.path.join(home, ".cache", "cudafix")
-    return os.path.join("/tmp", "cudafix-%d" % os.getuid())
-
-
-def cache_dir(prefix, environ):  # == cudafix.paths.env_cache_dir
-    return os.path.join(user_cache_dir(environ), "envs", env_key(prefix))
+def cache_dir(prefix, environ):
+    return paths.env_cache_dir(prefix, environ)
 
 
 def stat_sig(path):

@@ -31,14 +31,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PY = sys.executable
 
 
-def child(code: str, env_update: Dict[str, Optional[str]], timeout: float = 600) -> Dict[str, Any]:
-    """Run python code in a fresh interpreter; its last stdout line must be JSON."""
+def _env(update: Dict[str, Optional[str]]) -> Dict[str, str]:
+    """os.environ with ``update`` applied (None: unset)."""
     env = dict(os.environ)
-    for k, v in env_update.items():
+    for k, v in update.items():
         if v is None:
             env.pop(k, None)
         else:
             env[k] = v
+    return env
+
+
+def child(code: str, env_update: Dict[str, Optional[str]], timeout: float = 600) -> Dict[str, Any]:
+    """Run python code in a fresh interpreter; its last stdout line must be JSON."""
+    env = _env(env_update)
     t0 = time.perf_counter()
     p = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
     wall = time.perf_counter() - t0
@@ -131,12 +137,7 @@ def _build_ptx_only(workdir: str, kernels: int = 400) -> str:
 
 
 def _time_exe(exe: str, env_update: Dict[str, Optional[str]]) -> Dict[str, Any]:
-    env = dict(os.environ)
-    for k, v in env_update.items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
+    env = _env(env_update)
     t0 = time.perf_counter()
     p = subprocess.run([exe], capture_output=True, text=True, env=env, timeout=600)
     return {"s": round(time.perf_counter() - t0, 3), "rc": p.returncode, "out": p.stdout.strip()[-80:]}

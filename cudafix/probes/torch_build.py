@@ -265,25 +265,34 @@ def _conda_records(prefix: Optional[str]) -> List[CondaPackage]:
     return recs
 
 
+def _read_version_py(pkg_dir: Optional[str]) -> Tuple[Dict[str, object], Optional[str]]:
+    """The literal assignments of <pkg>/version.py, or why there are none."""
+    if not pkg_dir:
+        return {}, None
+    path = os.path.join(pkg_dir, "version.py")
+    text, why = read_text(path, 1 << 20)
+    if text is None:
+        return {}, why
+    vp = parse_version_py(text)
+    return vp, None if vp else "%s: no literal assignments" % path
+
+
+def _read_dists(name: str, dists: list, vp: Dict[str, object], loc: str, pkg_dir: Optional[str]) -> list:
+    """(PythonDist, why-not) per metadata dir; a stand-in from version.py when there is none."""
+    if dists:
+        return [_read_dist(d) for d in dists]
+    stub = PythonDist(name=name, version=str(vp.get("__version__") or ""), location=loc,
+                      found_via="%s/version.py (no dist metadata)" % pkg_dir)
+    return [(stub, "no %s-*.dist-info or *.egg-info in %s" % (name, loc))]
+
+
 def probe_torch(sys_path: List[str], prefix: Optional[str] = None, cache_dir: Optional[str] = None,
                 scan_arch: bool = True, conda_records: Optional[List[CondaPackage]] = None) -> List[TorchBuild]:
     records = _conda_records(prefix) if conda_records is None else conda_records
     out = []
     for loc, pkg_dir, dists in _find_installs(sys_path, "torch"):
-        vp = {}  # type: Dict[str, object]
-        vp_why = None
-        if pkg_dir:
-            text, vp_why = read_text(os.path.join(pkg_dir, "version.py"), 1 << 20)
-            if text is not None:
-                vp = parse_version_py(text)
-                if not vp:
-                    vp_why = "%s: no literal assignments" % os.path.join(pkg_dir, "version.py")
-        if not dists:
-            dists_read = [(PythonDist(name="torch", version=str(vp.get("__version__") or ""), location=loc,
-                                      found_via="%s/version.py (no dist metadata)" % pkg_dir), "no torch-*.dist-info or *.egg-info in %s" % loc)]
-        else:
-            dists_read = [_read_dist(d) for d in dists]
-        for dist, dist_why in dists_read:
+        vp, vp_why = _read_version_py(pkg_dir)
+        for dist, dist_why in _read_dists("torch", dists, vp, loc, pkg_dir):
             tb = TorchBuild(dist=dist, package_dir=pkg_dir)
             _apply_conda(dist, records, ("pytorch", "torch", "libtorch"))
             if dist_why:
@@ -322,15 +331,8 @@ def probe_torchvision(sys_path: List[str], prefix: Optional[str] = None,
     records = _conda_records(prefix) if conda_records is None else conda_records
     out = []
     for loc, pkg_dir, dists in _find_installs(sys_path, "torchvision"):
-        vp = {}  # type: Dict[str, object]
-        vp_why = None
-        if pkg_dir:
-            text, vp_why = read_text(os.path.join(pkg_dir, "version.py"), 1 << 20)
-            vp = parse_version_py(text) if text is not None else {}
-        pairs = [_read_dist(d) for d in dists] or [
-            (PythonDist(name="torchvision", version=str(vp.get("__version__") or ""), location=loc,
-                        found_via="%s/version.py (no dist metadata)" % pkg_dir), "no torchvision dist metadata in %s" % loc)]
-        for dist, dist_why in pairs:
+        vp, vp_why = _read_version_py(pkg_dir)
+        for dist, dist_why in _read_dists("torchvision", dists, vp, loc, pkg_dir):
             tv = TorchvisionBuild(dist=dist, package_dir=pkg_dir)
             rec = _apply_conda(dist, records, ("torchvision",))
             if dist_why:
