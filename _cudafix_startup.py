@@ -7,9 +7,11 @@
 # runs in that finder, at `import torch`: cudafix.hookenv.  Its names (state, ENV_B, find_entry,
 # apply_env, fingerprint, read_cache, CudafixWarning, ...) are attributes of this module too
 # (module __getattr__); reading `state` before `import torch` runs the check then.
-
-import os
-import sys
+#
+# No module-level `import os, sys`: the finder in sys.meta_path keeps this module's globals alive
+# until the interpreter's finalization, and globals holding the os and sys modules keep those
+# alive past its first collection, so their dicts are then cleared one by one: ~0.4 M
+# instructions at every exit (valgrind, bench/startup.py docs).  Imports are local instead.
 
 _started = False
 
@@ -20,6 +22,9 @@ def run():  # entry point (cudafix.pth / cudafix.start): works once per process,
         return
     _started = True
     try:
+        import os
+        import sys
+
         get = os.environ._data.get  # os.environ's bytes: no KeyError raised inside Mapping.get
         no = (b"", b"0", b"no", b"false", b"off")
         msg = "CUDAFIX_DISABLE is set: doing nothing"
@@ -31,6 +36,8 @@ def run():  # entry point (cudafix.pth / cudafix.start): works once per process,
                 # path: the start's sys.path (the cache entry must not depend on the script's dir)
                 sys.meta_path.insert(0, type(sys.implementation)(cudafix=True, find_spec=_find_spec, path=sys.path[:]))
                 msg = "finder installed: the check runs at `import torch`"
+        if sys.prefix != sys.base_prefix and sys.version_info < (3, 15):  # a venv: see _skip_second_pass
+            _skip_second_pass(sys.modules.get("site"), sys._getframe(1).f_locals.get("sitedir"))
         v = get(b"CUDAFIX_DEBUG")
         if v is not None and v.strip().lower() not in no:
             sys.stderr.write("cudafix: " + msg + "\n")
@@ -38,8 +45,31 @@ def run():  # entry point (cudafix.pth / cudafix.start): works once per process,
         pass
 
 
+def _skip_second_pass(site, sitedir):
+    """In a venv, site.py (3.8 to 3.14) processes site-packages' .pth files twice (CPython issue
+    75723): from venv(), then again from main().  The second time, cudafix.pth would be read and
+    compiled again only to find the hook started (~0.19 M instructions, a sixth of the hook's cost
+    at start: docs/benchmarks.md).  So site.addpackage skips that one file once, then is site's
+    own again; every other .pth file goes through unchanged.  ``sitedir``: that of the .pth line
+    calling run() (a local of site.addpackage), None when run() was called otherwise."""
+    orig = getattr(site, "addpackage", None)
+    if orig is None or not isinstance(sitedir, str):
+        return
+
+    def addpackage(d, name, known_paths):
+        if name == "cudafix.pth" and d == sitedir:
+            site.addpackage = orig
+            return known_paths
+        return orig(d, name, known_paths)
+
+    site.addpackage = addpackage
+
+
 def _find_spec(name, path=None, target=None):  # the finder's: the work is cudafix.hookenv.on_torch
     if name == "torch":
+        import os
+        import sys
+
         try:
             from cudafix import hookenv
 

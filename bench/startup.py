@@ -1,15 +1,20 @@
 """Benchmark: what the startup hook costs, against a baseline measured in the same run.
 
 1. `python -c pass` in a venv with cudafix installed (warm cache) vs an otherwise identical venv
-   without it (both see the real torch 2.14.1+cu130 site-packages through a .pth line).
-   Runs are interleaved; medians; goal: overhead <= 0.5 ms and ratio <= 1.05.
+   without it (both see a real torch site-packages through a .pth line: by default the torch
+   2.14.1+cu130 test venv's, or --torch-site).  Runs are interleaved (the order alternates);
+   reported: the medians of each side, the median of the per-pair differences and ratios, CPU
+   time (user+sys), a control (a second venv identical to the one without cudafix: its
+   difference is the run's noise), and, where valgrind is installed, the instructions each start
+   executes (callgrind, one run each: repeatable, unlike time on a shared machine).
+   Goal: overhead <= 0.5 ms and ratio <= 1.05.
 2. The cold recompute (probes + rules + cache write, what runs at `import torch` when the cache
    is stale), in-process in a fresh interpreter: first ever (empty cache dir: includes the
    fatbin scan) and a typical recompute (only the hook entry stale).
-3. The cost added to `import torch` (torch 2.13.0 CPU venv: quicker to import), warm cache,
-   with vs without cudafix.
+3. The cost added to `import torch` (torch 2.13.0 CPU venv by default: quicker to import; or
+   --torch-site), warm cache, with vs without cudafix.
 
-    python3 bench/startup.py [--runs N] [--torch-runs N]
+    python3 bench/startup.py [--runs N] [--torch-runs N] [--torch-site DIR] [--no-instructions]
 
 Prints one line per measurement and the ratios; results are recorded in docs/benchmarks.md.
 """
@@ -19,6 +24,8 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,34 +38,62 @@ sys.path.insert(0, str(REPO))
 from tests.test_startup_helpers import TORCH_CPU_SITE, TORCH_CU_SITE, clean_env, make_venv  # noqa: E402
 
 
-CPU = []  # (label, cpu seconds) of the last interleaved() call
+def _spawn(cmd, env):
+    """(wall seconds, CPU seconds user+sys) of one run, stdout and stderr to /dev/null."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        acts = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
+        t0 = time.perf_counter()
+        pid = os.posix_spawn(cmd[0], cmd, env, file_actions=acts)
+        _, status, ru = os.wait4(pid, 0)
+        dt = time.perf_counter() - t0
+    finally:
+        os.close(devnull)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit("failed: %s (run it by hand to see why)" % cmd)
+    return dt, ru.ru_utime + ru.ru_stime
 
 
-def _time(cmd, env):
-    """Wall seconds of one run; its CPU seconds (user+sys, from wait4) go to _time.cpu."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd="/")
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    dt = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise SystemExit("failed: %s\n%s" % (cmd, err.decode(errors="replace")))
-    _time.cpu = ru.ru_utime + ru.ru_stime
-    return dt
+def _quiet_check(cmd, env):
+    """Each command is run once first: it must succeed and print nothing (no stray warning)."""
+    p = subprocess.run(cmd, env=env, capture_output=True, cwd="/")
+    if p.returncode != 0 or p.stdout or p.stderr:
+        raise SystemExit("%s: exit %d, output %r" % (cmd, p.returncode, (p.stdout + p.stderr)[:2000]))
 
 
-def interleaved(cmd_a, cmd_b, env, runs, warmup=5):
-    a, b, ca, cb = [], [], [], []
-    for _ in range(warmup):
-        _time(cmd_a, env)
-        _time(cmd_b, env)
-    for i in range(runs):
-        for cmd, w, c in ((cmd_a, a, ca), (cmd_b, b, cb)) if i % 2 else ((cmd_b, b, cb), (cmd_a, a, ca)):
-            w.append(_time(cmd, env))
-            c.append(_time.cpu)
-    CPU[:] = [statistics.median(ca), statistics.median(cb)]
-    return statistics.median(a), statistics.median(b)
+class Interleaved:
+    """Runs of several commands, interleaved (the order alternates run by run), medians."""
+
+    def __init__(self, cmds, env, runs, warmup=5):
+        self.wall = [[] for _ in cmds]
+        self.cpu = [[] for _ in cmds]
+        idx = list(range(len(cmds)))
+        for i in range(warmup + runs):
+            for k in idx if i % 2 else idx[::-1]:
+                dt, cpu = _spawn(cmds[k], env)
+                if i >= warmup:
+                    self.wall[k].append(dt)
+                    self.cpu[k].append(cpu)
+
+    def line(self, label, k, base=0, what="wall"):
+        """``label``: command k against command ``base``: medians, then per-pair overhead and ratio."""
+        a, b = (self.wall if what == "wall" else self.cpu)[k], (self.wall if what == "wall" else self.cpu)[base]
+        ma, mb = statistics.median(a), statistics.median(b)
+        diff = statistics.median(x - y for x, y in zip(a, b))
+        ratio = statistics.median(x / y for x, y in zip(a, b))
+        return ("  %s, %s: %.2f ms vs %.2f ms: overhead %.3f ms, ratio %.3f (medians); per pair: %.3f ms, %.3f"
+                % (label, what, ma * 1000, mb * 1000, (ma - mb) * 1000, ma / mb, diff * 1000, ratio))
+
+
+def instructions(cmd, env):
+    """Instructions one run executes (valgrind's callgrind), or None without valgrind."""
+    if shutil.which("valgrind") is None:
+        return None
+    env = dict(env, PYTHONHASHSEED="0")  # the same string hashes in every run: a repeatable count
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"] + cmd,
+                       env=env, capture_output=True, text=True, cwd="/")
+    m = re.search(r"Collected : (\d+)", p.stderr)
+    return int(m.group(1)) if m and p.returncode == 0 else None
 
 
 COLD = r"""
@@ -78,31 +113,46 @@ print("%.1f %.1f" % ((t1 - t0) * 1000, (t2 - t1) * 1000))
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--runs", type=int, default=400)
     ap.add_argument("--torch-runs", type=int, default=11)
+    ap.add_argument("--torch-site", type=pathlib.Path, default=None,
+                    help="site-packages holding torch, for every part (default: the test venvs')")
+    ap.add_argument("--no-instructions", action="store_true", help="skip the callgrind counts")
     args = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="cudafix-bench-"))
     env = clean_env(tmp / "cache")
-    print("python %s, %d CPUs" % (sys.version.split()[0], os.cpu_count() or 0))
+    print("python %s, %d CPUs, load %.2f" % (sys.version.split()[0], os.cpu_count() or 0, os.getloadavg()[0]))
+    cu_site = args.torch_site or TORCH_CU_SITE
+    cpu_site = args.torch_site or TORCH_CPU_SITE
 
     # 1. python -c pass
-    without = make_venv(tmp / "without", cudafix=False, deps=[TORCH_CU_SITE])
-    with_ = make_venv(tmp / "with", deps=[TORCH_CU_SITE])
+    without = make_venv(tmp / "without", cudafix=False, deps=[cu_site])
+    with_ = make_venv(tmp / "with", deps=[cu_site])
     subprocess.run([str(with_), "-c", "import torch"], env=env, cwd="/", capture_output=True)  # warm the cache
     chk = subprocess.run([str(with_), "-c", "import _cudafix_startup as h; print(h.state.entry is not None)"],
                          env=env, cwd="/", capture_output=True, text=True).stdout.strip()
     assert chk == "True", "cache not warm"
-    m_with, m_without = interleaved([str(with_), "-c", "pass"], [str(without), "-c", "pass"], env, args.runs)
-    print("python -c pass, %d runs each, median: without cudafix %.2f ms, with cudafix (warm cache) %.2f ms"
-          % (args.runs, m_without * 1000, m_with * 1000))
-    print("  wall: overhead %.3f ms, ratio %.3f  (goal <= 0.5 ms, <= 1.05)" % ((m_with - m_without) * 1000, m_with / m_without))
-    print("  cpu (user+sys, median): without %.2f ms, with %.2f ms: overhead %.3f ms, ratio %.3f"
-          % (CPU[1] * 1000, CPU[0] * 1000, (CPU[0] - CPU[1]) * 1000, CPU[0] / CPU[1]))
+    # the control: a second venv identical to "without"; its difference is this run's noise floor
+    control = make_venv(tmp / "without-2", cudafix=False, deps=[cu_site])
+    cmd_b, cmd_a, cmd_c = ([str(py), "-c", "pass"] for py in (without, with_, control))
+    for cmd in (cmd_a, cmd_b, cmd_c):
+        _quiet_check(cmd, env)  # also writes the .pyc files, as pip install does
+    runs = Interleaved([cmd_b, cmd_a, cmd_c], env, args.runs)
+    print("python -c pass, %d interleaved runs each, warm cache (goal: overhead <= 0.5 ms, ratio <= 1.05)" % args.runs)
+    print(runs.line("with cudafix vs without", 1))
+    print(runs.line("with cudafix vs without", 1, what="cpu"))
+    print(runs.line("control (an identical venv without cudafix) vs without: the noise", 2))
+    if not args.no_instructions:
+        ia, ib = instructions(cmd_a, env), instructions(cmd_b, env)
+        if ia and ib:
+            print("  instructions (callgrind, one run each): without %d, with %d: +%d, ratio %.4f" % (ib, ia, ia - ib, ia / ib))
+        else:
+            print("  instructions: not measured (no valgrind)")
 
     # 2. cold recompute
-    cpu_with = make_venv(tmp / "cpu-with", deps=[TORCH_CPU_SITE])
-    cpu_without = make_venv(tmp / "cpu-without", cudafix=False, deps=[TORCH_CPU_SITE])
-    for label, py in (("torch 2.14.1+cu130", with_), ("torch 2.13.0 cpu", cpu_with)):
+    cpu_with = make_venv(tmp / "cpu-with", deps=[cpu_site])
+    cpu_without = make_venv(tmp / "cpu-without", cudafix=False, deps=[cpu_site])
+    for label, py in (("torch at %s" % cu_site, with_), ("torch at %s" % cpu_site, cpu_with)):
         rows = []
         for kind in ["first"] + ["again"] * 5:
             out = subprocess.run([str(py), "-c", COLD, kind], env=env, cwd="/", capture_output=True, text=True)
@@ -112,13 +162,16 @@ def main() -> None:
         again = statistics.median(r[0] for r in rows[1:])
         print("cold recompute (%s): first ever %.0f ms (probes+rules) + %.1f ms write; typical %.0f ms (median of 5)"
               % (label, rows[0][0], rows[0][1], again))
+        if args.torch_site:
+            break
 
     # 3. import torch
     subprocess.run([str(cpu_with), "-c", "import torch"], env=env, cwd="/", capture_output=True)
-    t_with, t_without = interleaved([str(cpu_with), "-c", "import torch"], [str(cpu_without), "-c", "import torch"], env,
-                                    args.torch_runs, warmup=1)
-    print("import torch (2.13.0 cpu), %d runs each, median: without %.0f ms, with cudafix (warm) %.0f ms: +%.1f ms, ratio %.3f"
-          % (args.torch_runs, t_without * 1000, t_with * 1000, (t_with - t_without) * 1000, t_with / t_without))
+    t = Interleaved([[str(cpu_without), "-c", "import torch"], [str(cpu_with), "-c", "import torch"]], env,
+                    args.torch_runs, warmup=1)
+    print("import torch (%s), %d interleaved runs each, warm cache:" % (cpu_site, args.torch_runs))
+    print(t.line("with cudafix vs without", 1))
+    shutil.rmtree(str(tmp), ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -153,6 +153,8 @@ def test_python_c_pass_reads_no_cache_and_installs_the_finder(venvs, env, tmp_pa
     assert "hook.v1" not in trace and os.path.dirname(path) not in trace
     assert "/sys/module/nvidia" not in trace and "/proc/driver/nvidia" not in trace
     assert "torch/version.py" not in trace
+    # site.py's second pass over a venv's .pth files skips cudafix.pth (_skip_second_pass)
+    assert len(re.findall(r'open(?:at)?\(.*/cudafix\.pth"', trace)) == 1, trace
 
 
 def test_policy_mode_warn_off_disable_skip(venvs, env):
@@ -220,6 +222,50 @@ def test_hook_runs_once_even_when_called_again(venvs, env):
     assert p.stdout.strip() == "1"
     assert p.stderr.count("finder installed") == 1
     assert p.stderr.count("cache fresh") == 1
+
+
+def test_startup_module_globals_hold_no_module():
+    # The finder keeps _cudafix_startup's globals alive until the interpreter's finalization; a
+    # module object in them (a module-level `import os`) is then kept past finalization's first
+    # collection and its dict cleared name by name: ~0.4 M instructions at every exit, measured
+    # with callgrind (docs/benchmarks.md).  Hence the function-local imports.
+    import types
+
+    assert [k for k, v in vars(hook).items() if isinstance(v, types.ModuleType)] == []
+
+
+COUNT_PTH = "import sys; sys.__dict__.setdefault(%r, []).append(1)\n"  # counts its own runs in sys
+
+
+@pytest.mark.parametrize("cudafix", [False, True])
+def test_other_pth_files_run_as_without_cudafix_and_site_is_left_as_found(tmp_path, env, cudafix):
+    # In a venv, site.py runs every .pth twice (CPython issue 75723); cudafix's .pth is skipped the
+    # second time by a wrapper of site.addpackage (_cudafix_startup._skip_second_pass) that must
+    # leave every other .pth file alone, before and after cudafix.pth in name order, and be gone
+    # once site is done.
+    py = make_venv(tmp_path / "v", cudafix=cudafix)
+    site = site_packages(tmp_path / "v")
+    (site / "aa-first.pth").write_text(COUNT_PTH % "aa")
+    (site / "zz-last.pth").write_text(COUNT_PTH % "zz")
+    code = ("import site, sys; print(sys.aa, sys.zz, site.addpackage.__module__, site.addpackage.__qualname__, "
+            "sum(1 for f in sys.meta_path if getattr(f, 'cudafix', 0) is True))")
+    p = run(py, code, env)
+    assert (p.returncode, p.stderr) == (0, "")
+    assert p.stdout.split() == ["[1,", "1]", "[1,", "1]", "site", "addpackage", "1" if cudafix else "0"]
+
+
+def test_second_pass_skip_is_exact(tmp_path, env):
+    # the wrapper skips cudafix.pth of the site dir whose .pth started the hook, once; another
+    # directory's cudafix.pth added later by site.addsitedir still runs (its line finds the hook
+    # started and does nothing); site.addpackage is site's own again afterwards
+    py = make_venv(tmp_path / "v")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "cudafix.pth").write_text(COUNT_PTH % "other")
+    code = ("import site, sys; site.addsitedir(%r); print(sys.other, site.addpackage.__module__, "
+            "'_cudafix_startup' in sys.modules)" % str(other))
+    p = run(py, code, env)
+    assert (p.returncode, p.stderr, p.stdout.split()) == (0, "", ["[1]", "site", "True"])
 
 
 @pytest.mark.parametrize("flags", [["-I"], ["-S"], ["-E"], ["-I", "-S"]])
