@@ -10,8 +10,8 @@
 #
 # No module-level `import os, sys`: the finder in sys.meta_path keeps this module's globals alive
 # until the interpreter's finalization, and globals holding the os and sys modules keep those
-# alive past its first collection, so their dicts are then cleared one by one: ~0.4 M
-# instructions at every exit (valgrind, bench/startup.py docs).  Imports are local instead.
+# alive past its first collection, so their dicts are then cleared one by one: ~0.45 M
+# instructions at every exit (callgrind: docs/benchmarks.md).  Imports are local instead.
 
 _started = False
 
@@ -45,13 +45,14 @@ def run():  # entry point (cudafix.pth / cudafix.start): works once per process,
         pass
 
 
+# In a venv, site.py (3.8 to 3.14) processes site-packages' .pth files twice (CPython issue 75723):
+# from venv(), then again from main().  The second time, cudafix.pth would be read and compiled
+# again only to find the hook started (~0.19 M instructions, a fifth of the hook's cost at start:
+# docs/benchmarks.md).  So site.addpackage skips that one file of that one directory once, then is
+# site's own again; every other .pth file goes through unchanged.  sitedir: that of the .pth line
+# that called run() (a local of site.addpackage), None when run() was called otherwise.
+# (Comments, not a docstring: every byte of this module is unmarshalled at every start.)
 def _skip_second_pass(site, sitedir):
-    """In a venv, site.py (3.8 to 3.14) processes site-packages' .pth files twice (CPython issue
-    75723): from venv(), then again from main().  The second time, cudafix.pth would be read and
-    compiled again only to find the hook started (~0.19 M instructions, a sixth of the hook's cost
-    at start: docs/benchmarks.md).  So site.addpackage skips that one file once, then is site's
-    own again; every other .pth file goes through unchanged.  ``sitedir``: that of the .pth line
-    calling run() (a local of site.addpackage), None when run() was called otherwise."""
     orig = getattr(site, "addpackage", None)
     if orig is None or not isinstance(sitedir, str):
         return

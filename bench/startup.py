@@ -14,7 +14,7 @@
 3. The cost added to `import torch` (torch 2.13.0 CPU venv by default: quicker to import; or
    --torch-site), warm cache, with vs without cudafix.
 
-    python3 bench/startup.py [--runs N] [--torch-runs N] [--torch-site DIR] [--no-instructions]
+    python3 bench/startup.py [--runs N] [--torch-runs N] [--torch-site DIR] [--no-instructions] [--pass-only]
 
 Prints one line per measurement and the ratios; results are recorded in docs/benchmarks.md.
 """
@@ -111,6 +111,17 @@ print("%.1f %.1f" % ((t1 - t0) * 1000, (t2 - t1) * 1000))
 """
 
 
+# What the finder does when `import torch` begins (hookenv: the check, corrections, preloads,
+# warnings), timed in-process: called as importlib would call it, then torch is not imported.
+AT_TORCH = r"""
+import sys, time
+finder = [f for f in sys.meta_path if getattr(f, "cudafix", 0) is True][0]
+t0 = time.perf_counter()
+finder.find_spec("torch", None, None)
+print("%.3f" % ((time.perf_counter() - t0) * 1000))
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=400)
@@ -118,6 +129,7 @@ def main() -> None:
     ap.add_argument("--torch-site", type=pathlib.Path, default=None,
                     help="site-packages holding torch, for every part (default: the test venvs')")
     ap.add_argument("--no-instructions", action="store_true", help="skip the callgrind counts")
+    ap.add_argument("--pass-only", action="store_true", help="only part 1, python -c pass")
     args = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="cudafix-bench-"))
     env = clean_env(tmp / "cache")
@@ -149,6 +161,10 @@ def main() -> None:
         else:
             print("  instructions: not measured (no valgrind)")
 
+    if args.pass_only:
+        shutil.rmtree(str(tmp), ignore_errors=True)
+        return
+
     # 2. cold recompute
     cpu_with = make_venv(tmp / "cpu-with", deps=[cpu_site])
     cpu_without = make_venv(tmp / "cpu-without", cudafix=False, deps=[cpu_site])
@@ -167,6 +183,14 @@ def main() -> None:
 
     # 3. import torch
     subprocess.run([str(cpu_with), "-c", "import torch"], env=env, cwd="/", capture_output=True)
+    at = []
+    for _ in range(9):
+        out = subprocess.run([str(cpu_with), "-W", "ignore", "-c", AT_TORCH], env=env, cwd="/", capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit(out.stderr)
+        at.append(float(out.stdout))
+    print("the finder's work when `import torch` begins (in-process, warm cache, median of 9): %.2f ms (min %.2f, max %.2f)"
+          % (statistics.median(at), min(at), max(at)))
     t = Interleaved([[str(cpu_without), "-c", "import torch"], [str(cpu_with), "-c", "import torch"]], env,
                     args.torch_runs, warmup=1)
     print("import torch (%s), %d interleaved runs each, warm cache:" % (cpu_site, args.torch_runs))

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Mapping, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: `typing` costs ~10 ms to import at `import torch` (hookenv)
+    from typing import Mapping, Optional
 
 
 def user_cache_dir(env: Optional[Mapping[str, str]] = None) -> str:

@@ -227,7 +227,7 @@ def test_hook_runs_once_even_when_called_again(venvs, env):
 def test_startup_module_globals_hold_no_module():
     # The finder keeps _cudafix_startup's globals alive until the interpreter's finalization; a
     # module object in them (a module-level `import os`) is then kept past finalization's first
-    # collection and its dict cleared name by name: ~0.4 M instructions at every exit, measured
+    # collection and its dict cleared name by name: ~0.45 M instructions at every exit, measured
     # with callgrind (docs/benchmarks.md).  Hence the function-local imports.
     import types
 
