@@ -3,7 +3,8 @@
 1. `python -c pass` in a venv with cudafix installed (warm cache) vs an otherwise identical venv
    without it (both see a real torch site-packages through a .pth line: by default the torch
    2.14.1+cu130 test venv's, or --torch-site).  Runs are interleaved (the order alternates);
-   reported: the medians of each side, the median of the per-pair differences and ratios, CPU
+   reported: the median of the per-pair differences and ratios (the goal's measure), the
+   difference of the two sides' medians, CPU
    time (user+sys), a control (a second venv identical to the one without cudafix: its
    difference is the run's noise), and, where valgrind is installed, the instructions each start
    executes (callgrind, one run each: repeatable, unlike time on a shared machine).
@@ -15,6 +16,7 @@
    --torch-site), warm cache, with vs without cudafix.
 
     python3 bench/startup.py [--runs N] [--torch-runs N] [--torch-site DIR] [--no-instructions] [--pass-only]
+                             [--also-hook DIR] [--raw FILE]
 
 Prints one line per measurement and the ratios; results are recorded in docs/benchmarks.md.
 """
@@ -35,7 +37,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.test_startup_helpers import TORCH_CPU_SITE, TORCH_CU_SITE, clean_env, make_venv  # noqa: E402
+from tests.test_startup_helpers import PYVER, TORCH_CPU_SITE, TORCH_CU_SITE, clean_env, make_venv  # noqa: E402
 
 
 def _spawn(cmd, env):
@@ -76,13 +78,27 @@ class Interleaved:
                     self.cpu[k].append(cpu)
 
     def line(self, label, k, base=0, what="wall"):
-        """``label``: command k against command ``base``: medians, then per-pair overhead and ratio."""
+        """``label``: command k against command ``base``.  First the median of the per-pair
+        differences and ratios (runs k and base of the same round, next to each other in time: a
+        machine whose speed drifts, or flips between two states, moves both), then the difference
+        of the two sides' medians (which such a machine can move by several tenths of a ms)."""
         a, b = (self.wall if what == "wall" else self.cpu)[k], (self.wall if what == "wall" else self.cpu)[base]
         ma, mb = statistics.median(a), statistics.median(b)
         diff = statistics.median(x - y for x, y in zip(a, b))
         ratio = statistics.median(x / y for x, y in zip(a, b))
-        return ("  %s, %s: %.2f ms vs %.2f ms: overhead %.3f ms, ratio %.3f (medians); per pair: %.3f ms, %.3f"
-                % (label, what, ma * 1000, mb * 1000, (ma - mb) * 1000, ma / mb, diff * 1000, ratio))
+        return ("  %s, %s: overhead %.3f ms, ratio %.3f (per pair, median); medians %.2f vs %.2f ms: %+.3f ms, %.3f"
+                % (label, what, diff * 1000, ratio, ma * 1000, mb * 1000, (ma - mb) * 1000, ma / mb))
+
+
+    def drift(self, k, base=0, parts=8):
+        """The run cut in ``parts`` stretches of rounds: each one's baseline median and per-pair
+        overhead of command k, to show a machine that changed speed during the run."""
+        a, b = self.wall[k], self.wall[base]
+        n = max(1, len(a) // parts)
+        cuts = [(statistics.median(b[i:i + n]), statistics.median(x - y for x, y in zip(a[i:i + n], b[i:i + n])))
+                for i in range(0, n * parts, n) if b[i:i + n]]
+        return "  drift, per %d rounds: baseline ms / overhead ms: %s" % (
+            n, "  ".join("%.2f/%.3f" % (m * 1000, d * 1000) for m, d in cuts))
 
 
 def instructions(cmd, env):
@@ -130,6 +146,10 @@ def main() -> None:
                     help="site-packages holding torch, for every part (default: the test venvs')")
     ap.add_argument("--no-instructions", action="store_true", help="skip the callgrind counts")
     ap.add_argument("--pass-only", action="store_true", help="only part 1, python -c pass")
+    ap.add_argument("--raw", type=pathlib.Path, default=None, help="write part 1's per-run times (JSON) to this file")
+    ap.add_argument("--also-hook", type=pathlib.Path, default=None,
+                    help="part 1 also times a venv whose _cudafix_startup.py and cudafix.pth come from DIR "
+                         "(e.g. an earlier version's, for a before/after in one run)")
     args = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="cudafix-bench-"))
     env = clean_env(tmp / "cache")
@@ -146,18 +166,33 @@ def main() -> None:
     assert chk == "True", "cache not warm"
     # the control: a second venv identical to "without"; its difference is this run's noise floor
     control = make_venv(tmp / "without-2", cudafix=False, deps=[cu_site])
-    cmd_b, cmd_a, cmd_c = ([str(py), "-c", "pass"] for py in (without, with_, control))
-    for cmd in (cmd_a, cmd_b, cmd_c):
+    pythons = [without, with_, control]
+    if args.also_hook:
+        other = make_venv(tmp / "with-other", deps=[cu_site])
+        for name in ("_cudafix_startup.py", "cudafix.pth"):
+            shutil.copy2(str(args.also_hook / name), str(other.parent.parent / "lib" / PYVER / "site-packages" / name))
+        pythons.append(other)
+    cmds = [[str(py), "-c", "pass"] for py in pythons]
+    for cmd in cmds:
         _quiet_check(cmd, env)  # also writes the .pyc files, as pip install does
-    runs = Interleaved([cmd_b, cmd_a, cmd_c], env, args.runs)
+    runs = Interleaved(cmds, env, args.runs)
+    if args.raw:
+        import json
+
+        args.raw.write_text(json.dumps({"venvs": [str(py) for py in pythons], "wall": runs.wall, "cpu": runs.cpu}))
     print("python -c pass, %d interleaved runs each, warm cache (goal: overhead <= 0.5 ms, ratio <= 1.05)" % args.runs)
     print(runs.line("with cudafix vs without", 1))
     print(runs.line("with cudafix vs without", 1, what="cpu"))
     print(runs.line("control (an identical venv without cudafix) vs without: the noise", 2))
+    print(runs.drift(1))
+    if args.also_hook:
+        print(runs.line("with the hook files of %s vs without" % args.also_hook, 3))
     if not args.no_instructions:
-        ia, ib = instructions(cmd_a, env), instructions(cmd_b, env)
-        if ia and ib:
-            print("  instructions (callgrind, one run each): without %d, with %d: +%d, ratio %.4f" % (ib, ia, ia - ib, ia / ib))
+        counts = [instructions(cmd, env) for cmd in cmds]
+        if all(counts):
+            for label, k in (("with cudafix", 1), ("control", 2), ("with %s" % args.also_hook, 3))[:len(cmds) - 1]:
+                print("  instructions (callgrind, one run each), %s vs without: %d vs %d: %+d, ratio %.4f"
+                      % (label, counts[k], counts[0], counts[k] - counts[0], counts[k] / counts[0]))
         else:
             print("  instructions: not measured (no valgrind)")
 
