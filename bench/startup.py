@@ -13,7 +13,8 @@
    is stale), in-process in a fresh interpreter: first ever (empty cache dir: includes the
    fatbin scan) and a typical recompute (only the hook entry stale).
 3. The cost added to `import torch` (torch 2.13.0 CPU venv by default: quicker to import; or
-   --torch-site), warm cache, with vs without cudafix.
+   --torch-site), warm cache: the finder's work timed in-process, then `import torch` end to end
+   with vs without cudafix (torch's own import varies by far more than the finder's work).
 
     python3 bench/startup.py [--runs N] [--torch-runs N] [--torch-site DIR] [--no-instructions] [--pass-only]
                              [--also-hook DIR] [--raw FILE]
@@ -88,7 +89,6 @@ class Interleaved:
         ratio = statistics.median(x / y for x, y in zip(a, b))
         return ("  %s, %s: overhead %.3f ms, ratio %.3f (per pair, median); medians %.2f vs %.2f ms: %+.3f ms, %.3f"
                 % (label, what, diff * 1000, ratio, ma * 1000, mb * 1000, (ma - mb) * 1000, ma / mb))
-
 
     def drift(self, k, base=0, parts=8):
         """The run cut in ``parts`` stretches of rounds: each one's baseline median and per-pair

@@ -255,17 +255,28 @@ def test_other_pth_files_run_as_without_cudafix_and_site_is_left_as_found(tmp_pa
 
 
 def test_second_pass_skip_is_exact(tmp_path, env):
-    # the wrapper skips cudafix.pth of the site dir whose .pth started the hook, once; another
-    # directory's cudafix.pth added later by site.addsitedir still runs (its line finds the hook
-    # started and does nothing); site.addpackage is site's own again afterwards
+    # The wrapper skips cudafix.pth of one directory (the one whose .pth started the hook), once,
+    # then is gone; a cudafix.pth elsewhere still runs.  Here the wrapper is installed by hand
+    # for directory `mine`, as a Python without the second pass would leave it, and two directories
+    # are then added with site.addsitedir, as a tool might.
     py = make_venv(tmp_path / "v")
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "cudafix.pth").write_text(COUNT_PTH % "other")
-    code = ("import site, sys; site.addsitedir(%r); print(sys.other, site.addpackage.__module__, "
-            "'_cudafix_startup' in sys.modules)" % str(other))
+    dirs = {}
+    for name in ("mine", "other"):
+        dirs[name] = tmp_path / name
+        dirs[name].mkdir()
+        (dirs[name] / "cudafix.pth").write_text(COUNT_PTH % name)
+    code = """
+import site, sys, _cudafix_startup as h
+orig = site.addpackage
+h._skip_second_pass(site, %r)
+site.addsitedir(%r)
+print(getattr(sys, "other", None), site.addpackage is orig)
+site.addsitedir(%r)
+print(getattr(sys, "mine", None), site.addpackage is orig)
+""" % (str(dirs["mine"]), str(dirs["other"]), str(dirs["mine"]))
     p = run(py, code, env)
-    assert (p.returncode, p.stderr, p.stdout.split()) == (0, "", ["[1]", "site", "True"])
+    assert (p.returncode, p.stderr) == (0, "")
+    assert p.stdout.splitlines() == ["[1] False", "None True"]
 
 
 @pytest.mark.parametrize("flags", [["-I"], ["-S"], ["-E"], ["-I", "-S"]])
