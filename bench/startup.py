@@ -38,7 +38,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.test_startup_helpers import PYVER, TORCH_CPU_SITE, TORCH_CU_SITE, clean_env, make_venv  # noqa: E402
+from tests.test_startup_helpers import TORCH_CPU_SITE, TORCH_CU_SITE, clean_env, make_venv, site_packages  # noqa: E402
 
 
 def _spawn(cmd, env):
@@ -170,7 +170,7 @@ def main() -> None:
     if args.also_hook:
         other = make_venv(tmp / "with-other", deps=[cu_site])
         for name in ("_cudafix_startup.py", "cudafix.pth"):
-            shutil.copy2(str(args.also_hook / name), str(other.parent.parent / "lib" / PYVER / "site-packages" / name))
+            shutil.copy2(str(args.also_hook / name), str(site_packages(tmp / "with-other") / name))
         pythons.append(other)
     cmds = [[str(py), "-c", "pass"] for py in pythons]
     for cmd in cmds:

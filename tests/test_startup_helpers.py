@@ -18,11 +18,16 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 VENVS = pathlib.Path(os.environ.get("CUDAFIX_TEST_VENVS", str(pathlib.Path.home() / ".cache" / "cudafix-venvs")))
 TORCH_CPU_SITE = VENVS / "torch-cpu" / "lib" / "python3.11" / "site-packages"
 TORCH_CU_SITE = VENVS / "torch-cu" / "lib" / "python3.11" / "site-packages"
-PYVER = "python%d.%d" % sys.version_info[:2]
+# A .pth line that counts its own runs in sys.<name> (site.py runs a venv's .pth files twice).
+COUNT_PTH = "import sys; sys.__dict__.setdefault(%r, []).append(1)\n"
 
 
 def site_packages(venv: pathlib.Path) -> pathlib.Path:
-    return venv / "lib" / PYVER / "site-packages"
+    """A venv's site-packages (its one lib/python3.X, whichever Python made it)."""
+    found = sorted(venv.glob("lib/python3.*/site-packages"))
+    if len(found) != 1:
+        raise RuntimeError("%s: expected one lib/python3.*/site-packages, found %s" % (venv, found))
+    return found[0]
 
 
 def install_cudafix(site: pathlib.Path) -> None:
@@ -32,9 +37,10 @@ def install_cudafix(site: pathlib.Path) -> None:
         shutil.copy2(str(REPO / name), str(site / name))
 
 
-def make_venv(path: pathlib.Path, cudafix: bool = True, deps: Iterable[os.PathLike] = ()) -> pathlib.Path:
-    """A fresh venv (no pip) at ``path``; returns its python."""
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
+def make_venv(path: pathlib.Path, cudafix: bool = True, deps: Iterable[os.PathLike] = (),
+              python: str = sys.executable) -> pathlib.Path:
+    """A fresh venv (no pip) at ``path``, made by ``python``; returns its python."""
+    subprocess.run([python, "-m", "venv", "--without-pip", str(path)], check=True, timeout=120)
     site = site_packages(path)
     if cudafix:
         install_cudafix(site)

@@ -20,7 +20,7 @@ import pytest
 import _cudafix_startup as hook
 from tests.test_startup_cache import ADVICE, JIT
 from tests.test_startup_helpers import (
-    TORCH_CPU_SITE, TORCH_CU_SITE, clean_env, make_venv, run, site_packages, stub_torch, write_plan,
+    COUNT_PTH, TORCH_CPU_SITE, TORCH_CU_SITE, clean_env, make_venv, run, site_packages, stub_torch, write_plan,
 )
 
 MODULES = "import sys; print(json.dumps(sorted(sys.modules)))"
@@ -232,9 +232,6 @@ def test_startup_module_globals_hold_no_module():
     import types
 
     assert [k for k, v in vars(hook).items() if isinstance(v, types.ModuleType)] == []
-
-
-COUNT_PTH = "import sys; sys.__dict__.setdefault(%r, []).append(1)\n"  # counts its own runs in sys
 
 
 @pytest.mark.parametrize("cudafix", [False, True])

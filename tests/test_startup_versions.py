@@ -18,8 +18,7 @@ from typing import List
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-HOOK_FILES = ("_cudafix_startup.py", "cudafix.pth", "cudafix.start")
+from tests.test_startup_helpers import COUNT_PTH, make_venv, site_packages
 
 
 def _interpreters() -> List[str]:
@@ -43,12 +42,11 @@ def test_a_python_38_is_there():
 
 
 def _venv(python: str, root: pathlib.Path) -> pathlib.Path:
-    subprocess.run([python, "-m", "venv", "--without-pip", str(root)], check=True, capture_output=True, timeout=120)
-    site = pathlib.Path(glob.glob(str(root / "lib" / "python3.*" / "site-packages"))[0])
-    for name in HOOK_FILES:
-        shutil.copy2(str(REPO / name), str(site / name))
-    # a .pth of some other package, sorting after cudafix.pth: it counts its runs
-    (site / "zz-other.pth").write_text("import sys; sys.__dict__.setdefault('zz', []).append(1)\n")
+    """A venv of ``python`` with cudafix installed and one other package's .pth, counting its runs
+    (it sorts after cudafix.pth); returns its site-packages."""
+    make_venv(root, python=python)
+    site = site_packages(root)
+    (site / "zz-other.pth").write_text(COUNT_PTH % "zz")
     return site
 
 
@@ -77,7 +75,8 @@ def test_start_in_a_venv(python, tmp_path):
         assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
         opens = [ln for ln in trace.read_text().splitlines() if ln.rstrip().find('cudafix.pth"') >= 0]
         assert len(opens) == 1, opens  # the second pass skipped it
-    # stale .pth: the module gone, the .pth left: silent
+    # stale .pth: cudafix uninstalled by hand but for the .pth: silent
+    shutil.rmtree(str(site / "cudafix"))
     os.unlink(str(site / "_cudafix_startup.py"))
     shutil.rmtree(str(site / "__pycache__"), ignore_errors=True)
     p = _run(py, "import sys; print(sys.zz, '_cudafix_startup' in sys.modules)")
