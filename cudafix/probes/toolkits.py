@@ -43,13 +43,19 @@ _VERSION_RE = re.compile(r"^\d+\.\d+(?:\.\d+)*$")
 # -- pure parsers -------------------------------------------------------------------------------
 
 
-def parse_version_json(text: str) -> Optional[str]:
-    """CUDA toolkit version.json: {"cuda": {"name": "CUDA SDK", "version": "12.1.1"}, ...}."""
+def _json_object(text: str) -> Optional[dict]:
+    """``text`` parsed as a JSON object, or None (not JSON, or not an object)."""
     try:
         data = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(data, dict):
+    return data if isinstance(data, dict) else None
+
+
+def parse_version_json(text: str) -> Optional[str]:
+    """CUDA toolkit version.json: {"cuda": {"name": "CUDA SDK", "version": "12.1.1"}, ...}."""
+    data = _json_object(text)
+    if data is None:
         return None
     cuda = data.get("cuda")
     ver = cuda.get("version") if isinstance(cuda, dict) else None
@@ -110,11 +116,8 @@ def short_channel(record: Mapping) -> str:
 
 def parse_conda_record(text: str, filename: str = "") -> Optional[CondaPackage]:
     """One ``conda-meta/<name>-<version>-<build>.json`` prefix record -> CondaPackage."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
+    data = _json_object(text)
+    if data is None:
         return None
     from_name = parse_conda_record_filename(os.path.basename(filename)) if filename else None
     name = data.get("name") or (from_name[0] if from_name else None)

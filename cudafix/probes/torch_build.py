@@ -80,14 +80,19 @@ def parse_dist_dirname(dirname: str) -> Optional[Tuple[str, str]]:
     return normalize_name(parts[0]), parts[1]
 
 
-def iter_dist_dirs(sys_path: List[str]) -> Iterator[DistDir]:
-    """Every *.dist-info / *.egg-info on sys_path, in sys.path order (cheap: names only)."""
+def path_locations(sys_path: List[str]) -> Iterator[str]:
+    """The directories of sys_path's first MAX_SYS_PATH entries, absolute ('' is the cwd), each once."""
     seen = set()
     for entry in sys_path[:MAX_SYS_PATH]:
         loc = os.path.abspath(entry) if entry else os.getcwd()
-        if loc in seen:
-            continue
-        seen.add(loc)
+        if loc not in seen:
+            seen.add(loc)
+            yield loc
+
+
+def iter_dist_dirs(sys_path: List[str]) -> Iterator[DistDir]:
+    """Every *.dist-info / *.egg-info on sys_path, in sys.path order (cheap: names only)."""
+    for loc in path_locations(sys_path):
         try:
             it = os.scandir(loc)
         except OSError:
@@ -239,12 +244,7 @@ def _scan_arch(package_dir: str, cache_dir: Optional[str]) -> Tuple[List[ArchCov
 def _find_installs(sys_path: List[str], pkg: str) -> List[Tuple[str, Optional[str], List[DistDir]]]:
     """[(location, package_dir or None, [dist dirs])] for ``pkg``; real installs first, in order."""
     real, orphans = [], []
-    seen = set()
-    for entry in sys_path[:MAX_SYS_PATH]:
-        loc = os.path.abspath(entry) if entry else os.getcwd()
-        if loc in seen:
-            continue
-        seen.add(loc)
+    for loc in path_locations(sys_path):
         pkg_dir = os.path.join(loc, pkg)
         has_pkg = os.path.isdir(pkg_dir) and (
             os.path.isfile(os.path.join(pkg_dir, "__init__.py")) or os.path.isfile(os.path.join(pkg_dir, "version.py")))
