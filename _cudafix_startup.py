@@ -4,7 +4,7 @@
 # the env unmarshals and runs this module, so it does only this: honour CUDAFIX_DISABLE and
 # CUDAFIX_MODE=off, and install a sys.meta_path finder for the name `torch` (no file read, no
 # stat).  The check itself (fingerprint, cache, env corrections, recompute, preloads, warnings)
-# runs in that finder, at `import torch`: cudafix.hookenv.  Its names (state, ENV_B, find_entry,
+# runs in that finder, at `import torch`: cudafix.hook.runtime.  Its names (state, ENV_B, find_entry,
 # apply_env, fingerprint, read_cache, CudafixWarning, ...) are attributes of this module too
 # (module __getattr__); reading `state` before `import torch` runs the check then.
 #
@@ -66,13 +66,13 @@ def _skip_second_pass(site, sitedir):
     site.addpackage = addpackage
 
 
-def _find_spec(name, path=None, target=None):  # the finder's: the work is cudafix.hookenv.on_torch
+def _find_spec(name, path=None, target=None):  # the finder's: the work is cudafix.hook.runtime.on_torch
     if name == "torch":
         import os
         import sys
 
         try:
-            from cudafix import hookenv
+            from cudafix.hook import runtime as hookenv
 
             hookenv.on_torch(sys._getframe(1))
         except Exception as exc:  # noqa: BLE001 - torch's import proceeds whatever happens
@@ -84,9 +84,9 @@ def _find_spec(name, path=None, target=None):  # the finder's: the work is cudaf
                 pass
 
 
-def __getattr__(name):  # the rest of the hook's API: cudafix.hookenv.HOOK_API
+def __getattr__(name):  # the rest of the hook's API: cudafix.hook.runtime.HOOK_API
     if name[:2] != "__":
-        from cudafix import hookenv
+        from cudafix.hook import runtime as hookenv
 
         if name == "state":
             return hookenv.check()

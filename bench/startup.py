@@ -115,7 +115,7 @@ def instructions(cmd, env):
 COLD = r"""
 import os, shutil, sys, time
 import _cudafix_startup as hook
-from cudafix import hookplan
+from cudafix.plans import hook as hookplan
 if sys.argv[1] == "first":
     shutil.rmtree(os.path.dirname(hook.state.cache_path), ignore_errors=True)
 t0 = time.perf_counter()

@@ -12,7 +12,7 @@ A *fake conda prefix* is a ``--system-site-packages`` venv (so ``$PREFIX/bin/pyt
 env's own interpreter with sys.prefix == $PREFIX) with a ``conda-meta/`` directory, this
 checkout on a ``.pth``, and cudafix's scripts in ``etc/conda/{activate,deactivate}.d``.  Tests
 choose the findings its cold path sees by writing ``$PREFIX/cudafix-test-findings.json`` (read
-by a test-only module, ``_cudafix_test_inject``, which replaces ``cudafix.activation.collect``);
+by a test-only module, ``_cudafix_test_inject``, which replaces ``cudafix.plans.activation.collect``);
 every cold-path run appends a line to ``$PREFIX/cold-calls.log``.
 
 Environments are compared as the bytes ``env -0`` prints.
@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cudafix.shells import csh, fish, sh  # noqa: E402
+from cudafix.render.shells import csh, fish, sh  # noqa: E402
 
 # shell name -> (argv prefix, family)
 SHELLS = {
@@ -48,8 +48,8 @@ INJECT = r'''
 import json, os, sys
 _F = os.path.join(sys.prefix, "cudafix-test-findings.json")
 if os.path.exists(_F):
-    import cudafix.activation as _a
-    from cudafix.findings import Finding as _Finding
+    import cudafix.plans.activation as _a
+    from cudafix.model.findings import Finding as _Finding
 
     def _collect(env):
         with open(os.path.join(sys.prefix, "cold-calls.log"), "a") as fh:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from cudafix import assume
-from cudafix.snapshot import GPU, Snapshot
+from cudafix.probes import assume
+from cudafix.model.snapshot import GPU, Snapshot
 
 
 def _snap(env=None):

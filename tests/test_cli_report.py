@@ -13,10 +13,11 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from cudafix import cli, cli_report, rules
-from cudafix.findings import OK, PROBLEM, Outcome, Rule
-from cudafix.fixes import Fix
-from cudafix.snapshot import Snapshot
+from cudafix import cli, rules
+from cudafix.cli import report as cli_report
+from cudafix.model.findings import OK, PROBLEM, Outcome, Rule
+from cudafix.model.fixes import Fix
+from cudafix.model.snapshot import Snapshot
 from tests.conftest import REPO, run_cudafix, run_dev_cudafix
 from tests.test_report import healthy_h200, no_driver
 
@@ -373,7 +374,7 @@ def test_status_caches_the_arch_scan_per_env(torch_cu_python, tmp_path):
     assert first.returncode == 0, first.stderr
     caches = list(tmp_path.glob("cudafix/envs/*/fatbin-cache.json"))
     assert len(caches) == 1
-    assert caches[0].parent.name == __import__("cudafix.paths").paths.env_key(str(torch_cu_python.parent.parent))
+    assert caches[0].parent.name == __import__("cudafix.store.paths").store.paths.env_key(str(torch_cu_python.parent.parent))
     second = run_cudafix(torch_cu_python, "status", "--json", env=env)
     arch = [[(a["library"], a["sass"], a["ptx"]) for a in json.loads(r.stdout)["snapshot"]["torch"][0]["arch"]]
             for r in (first, second)]

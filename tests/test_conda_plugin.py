@@ -1,4 +1,4 @@
-"""cudafix/conda_plugin.py: the `conda doctor` health check and the `conda cudafix` subcommand.
+"""cudafix/plugins/conda.py: the `conda doctor` health check and the `conda cudafix` subcommand.
 
 conda itself cannot be installed here (not on PyPI), so registration is tested against a
 stand-in `conda` package written by this test only: `conda.plugins.hookimpl` is a real pluggy
@@ -135,8 +135,8 @@ def test_cudafix_works_without_conda_and_never_imports_it():
         import sys, importlib.util
         assert importlib.util.find_spec("conda") is None
         import cudafix, cudafix.cli, cudafix.rules
-        assert "cudafix.conda_plugin" not in sys.modules
-        import cudafix.conda_plugin as p
+        assert "cudafix.plugins.conda" not in sys.modules
+        import cudafix.plugins.conda as p
         assert not any(m == "conda" or m.startswith("conda.") for m in sys.modules)
         assert p.marks() == ("\\u2705", "\\u274c")
         print("ok")
@@ -149,8 +149,8 @@ def test_cudafix_works_without_conda_and_never_imports_it():
 
 
 def synthetic_runs():
-    from cudafix.findings import OK, PROBLEM, Outcome, Rule, RuleRun
-    from cudafix.fixes import EnvOp, EnvPatch, Fix
+    from cudafix.model.findings import OK, PROBLEM, Outcome, Rule, RuleRun
+    from cudafix.model.fixes import EnvOp, EnvPatch, Fix
 
     def rule(rid, sev):
         return Rule(id=rid, severity=sev, title=rid, check=lambda s: ())
@@ -165,7 +165,8 @@ def synthetic_runs():
 
 
 def test_render_health_reports_each_finding_with_condas_marks():
-    from cudafix import conda_plugin, report
+    from cudafix.plugins import conda as conda_plugin
+    from cudafix.render import report
 
     runs = synthetic_runs()
     text = conda_plugin.render_health(runs, ok_mark="OK!", x_mark="BAD!")
@@ -182,7 +183,8 @@ def test_render_health_reports_each_finding_with_condas_marks():
 
 
 def test_render_health_all_clear_is_one_ok_line():
-    from cudafix import conda_plugin, report
+    from cudafix.plugins import conda as conda_plugin
+    from cudafix.render import report
 
     runs = synthetic_runs()[:1]
     text = conda_plugin.render_health(runs, ok_mark="OK!", x_mark="BAD!")
@@ -223,7 +225,7 @@ def cli_check(python: pathlib.Path) -> subprocess.CompletedProcess:
 
 
 def test_health_check_agrees_with_cudafix_check_for_the_prefix(env_prefix, capsys):
-    from cudafix import conda_plugin
+    from cudafix.plugins import conda as conda_plugin
 
     cli = cli_check(env_prefix / "bin" / "python")
     assert cli.returncode in (0, 1), cli.stderr
@@ -236,7 +238,7 @@ def test_health_check_agrees_with_cudafix_check_for_the_prefix(env_prefix, capsy
 
 
 def test_health_check_without_python_in_the_env(tmp_path, capsys):
-    from cudafix import conda_plugin
+    from cudafix.plugins import conda as conda_plugin
 
     (tmp_path / "conda-meta").mkdir()
     conda_plugin.health_check(str(tmp_path), True)
@@ -246,7 +248,7 @@ def test_health_check_without_python_in_the_env(tmp_path, capsys):
 
 def test_health_check_reports_a_probe_failure_instead_of_raising(env_prefix, capsys, monkeypatch):
     import cudafix.probes
-    from cudafix import conda_plugin
+    from cudafix.plugins import conda as conda_plugin
 
     def boom(**kw):
         raise RuntimeError("probe exploded")
@@ -262,7 +264,7 @@ class Declined(Exception):
 
 
 def test_fixer_installs_the_hooks_once_after_confirmation(env_prefix, capsys):
-    from cudafix import conda_plugin
+    from cudafix.plugins import conda as conda_plugin
 
     asked = []
     assert not any(p.exists() for p in hook_paths(env_prefix))
@@ -283,7 +285,7 @@ def test_fixer_installs_the_hooks_once_after_confirmation(env_prefix, capsys):
 
 
 def test_fixer_changes_nothing_when_the_user_declines(env_prefix):
-    from cudafix import conda_plugin
+    from cudafix.plugins import conda as conda_plugin
 
     def no(msg):
         raise Declined(msg)
@@ -294,7 +296,7 @@ def test_fixer_changes_nothing_when_the_user_declines(env_prefix):
 
 
 def test_fixer_without_cudafix_in_the_env_says_how_to_install_it(tmp_path, monkeypatch, capsys):
-    from cudafix import conda_plugin
+    from cudafix.plugins import conda as conda_plugin
 
     prefix = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=300)
@@ -322,7 +324,7 @@ def _has_option(path, opt):
 
 
 def test_subcommand_targets_the_active_env(env_prefix):
-    from cudafix import conda_plugin
+    from cudafix.plugins import conda as conda_plugin
     from cudafix.cli import main
 
     prefix = str(env_prefix)
@@ -355,7 +357,8 @@ def test_subcommand_targets_the_active_env(env_prefix):
 
 
 def test_subcommand_forwards_to_the_cli_and_returns_its_status(env_prefix, monkeypatch, capsys):
-    from cudafix import __version__, conda_plugin
+    from cudafix import __version__
+    from cudafix.plugins import conda as conda_plugin
 
     assert conda_plugin.subcommand(("--version",)) == 0
     assert __version__ in capsys.readouterr().out

@@ -8,7 +8,7 @@ import csv
 import re
 
 from cudafix import rules
-from cudafix.snapshot import Snapshot
+from cudafix.model.snapshot import Snapshot
 from tests.conftest import FIXTURES
 
 RAW = FIXTURES / "h200"

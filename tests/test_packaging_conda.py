@@ -195,7 +195,7 @@ def test_payload_holds_every_shipped_file(channel):
         assert "site-packages/" + rel in pkg, rel
     dist_info = "site-packages/cudafix-%s.dist-info/" % source_version()
     entry_points = pkg[dist_info + "entry_points.txt"].decode()
-    assert "[conda]" in entry_points and "cudafix = cudafix.conda_plugin" in entry_points
+    assert "[conda]" in entry_points and "cudafix = cudafix.plugins.conda" in entry_points
     # nothing but site-packages and the activation scripts; no compiled bytecode in noarch
     assert all(n.startswith(("site-packages/", "etc/conda/activate.d/", "etc/conda/deactivate.d/")) for n in pkg), sorted(pkg)
     assert not any(n.endswith((".pyc", ".pyo")) or "__pycache__" in n for n in pkg)

@@ -157,7 +157,7 @@ def test_entry_points(dist):
             sections.setdefault(current, {})[k] = v
     assert sections["console_scripts"] == {"cudafix": "cudafix.cli:main"}
     # conda loads plugins from the entry-point group "conda"
-    assert sections["conda"] == {"cudafix": "cudafix.conda_plugin"}
+    assert sections["conda"] == {"cudafix": "cudafix.plugins.conda"}
 
 
 def test_wheel_carries_every_shipped_file_unchanged(dist):
@@ -189,7 +189,7 @@ def test_sdist_carries_what_downstream_builds_need(dist):
     with tarfile.open(str(dist["sdist"])) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
     need = {"LICENSE", "README.md", "setup.cfg", "setup.py", "pyproject.toml", "MANIFEST.in",
-            "recipe/recipe.yaml", "cudafix/__init__.py", "cudafix/conda_plugin.py"}
+            "recipe/recipe.yaml", "cudafix/__init__.py", "cudafix/plugins/conda.py"}
     need |= set(STARTUP_FILES) | set(SHELL_FILES)
     assert not need - names, sorted(need - names)
     assert any(n.startswith("tests/test_") for n in names)
@@ -247,7 +247,7 @@ def test_wheel_installs_working_cli_hook_and_activation_files_and_uninstalls_cle
 
     # a plain interpreter start (the .pth runs) and the package import both work in the venv
     run([py, "-c", "pass"], env=env)
-    run([py, "-c", "import cudafix, cudafix.conda_plugin, _cudafix_startup"], env=env)
+    run([py, "-c", "import cudafix, cudafix.plugins.conda, _cudafix_startup"], env=env)
 
     during = tree(prefix)
     assert during > venv["before"]

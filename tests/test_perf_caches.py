@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from cudafix.probes import cachefile, libraries
+from cudafix.probes import libraries
+from cudafix.store import cachefile
 from cudafix.probes import toolkits as tk
 from tests.conftest import REPO, venv_site_packages
 
@@ -74,8 +75,8 @@ def _imported_after(argv, env=None):
 def test_status_imports_only_the_report_area(tmp_path):
     p, mods = _imported_after(["status", "--json"], env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path)))
     assert json.loads(p.stdout)["schema"] == "cudafix.status/1"
-    assert "cudafix.cli_report" in mods
-    assert not {"cudafix.cli_shell", "cudafix.cli_verify", "cudafix.verify"} & mods
+    assert "cudafix.cli.report" in mods
+    assert not {"cudafix.cli.shell", "cudafix.cli.verify", "cudafix.verify"} & mods
     from cudafix.probes import gpus
 
     if gpus.nvidia_driver_present() is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from cudafix.probes import gpus as gp
-from cudafix.snapshot import GPU
+from cudafix.model.snapshot import GPU
 from tests.conftest import FIXTURES
 
 H200_UUID = "GPU-8f6284fb-6446-e1dc-1efd-0d08141350d4"

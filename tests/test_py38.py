@@ -1,7 +1,7 @@
 """Everything that runs inside a user's env must work on Python 3.8 (yolov9 images ship 3.8).
 
 Only a newer Python runs here, so the check is static: vermin over the package and the
-startup module, targeting 3.8.  Annotations are evaluated at runtime in cudafix/snapshot.py
+startup module, targeting 3.8.  Annotations are evaluated at runtime in cudafix/model/snapshot.py
 (typing.get_type_hints rebuilds dataclasses from JSON), so that file is also checked with
 --eval-annotations: `list[str]` there would break `--from` on 3.8.
 """
@@ -45,7 +45,7 @@ def test_package_and_startup_module_are_python38():
 
 
 def test_snapshot_annotations_are_python38():
-    r = _vermin("--eval-annotations", "cudafix/snapshot.py", "cudafix/findings.py", "cudafix/fixes.py")
+    r = _vermin("--eval-annotations", "cudafix/model/snapshot.py", "cudafix/model/findings.py", "cudafix/model/fixes.py")
     assert r.returncode == 0 and not _violations(r.stdout), r.stdout + r.stderr
 
 

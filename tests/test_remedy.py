@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from cudafix.knowledge import arch, cuda_driver, gpus, version_tuple
 from cudafix.knowledge import torch_builds as tb
-from cudafix.remedy import driver_gap, recommend
+from cudafix.plans.remedy import driver_gap, recommend
 
 
 def test_yolov9_h100_python38_driver_r530():

@@ -1,4 +1,4 @@
-"""Rendering (cudafix.report) on Snapshots and rule runs built here: every section, unknowns,
+"""Rendering (cudafix.render.report) on Snapshots and rule runs built here: every section, unknowns,
 findings with evidence and fixes, colour on/off, the JSON document, and `explain`."""
 
 from __future__ import annotations
@@ -7,11 +7,12 @@ import json
 import os
 import re
 
-from cudafix import report, rules
-from cudafix.cli_report import write_atomic
-from cudafix.findings import OK, PROBLEM, UNKNOWN, Outcome, Rule
-from cudafix.fixes import EnvOp, EnvPatch, Fix, Preload
-from cudafix.snapshot import (
+from cudafix import rules
+from cudafix.render import report
+from cudafix.cli.report import write_atomic
+from cudafix.model.findings import OK, PROBLEM, UNKNOWN, Outcome, Rule
+from cudafix.model.fixes import EnvOp, EnvPatch, Fix, Preload
+from cudafix.model.snapshot import (
     GPU,
     ArchCoverage,
     DriverInfo,

@@ -14,9 +14,9 @@ import pathlib
 import pytest
 
 from cudafix import rules
-from cudafix.findings import OK, PROBLEM
-from cudafix.fixes import REMOVE_PATH, SET, UNSET
-from cudafix.snapshot import Snapshot
+from cudafix.model.findings import OK, PROBLEM
+from cudafix.model.fixes import REMOVE_PATH, SET, UNSET
+from cudafix.model.snapshot import Snapshot
 
 SNAPS = pathlib.Path(__file__).resolve().parent / "fixtures" / "snapshots"
 CACHE_MAX = str(4 * 1024 ** 3)

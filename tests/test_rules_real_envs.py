@@ -8,7 +8,7 @@ import json
 import os
 
 from cudafix import rules
-from cudafix.snapshot import Snapshot
+from cudafix.model.snapshot import Snapshot
 from tests.conftest import run_dev_cudafix
 
 H200 = ("--assume-driver", "580.95.05", "--assume-gpu", "NVIDIA H200")

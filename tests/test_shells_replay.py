@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from cudafix.findings import Finding
-from cudafix.fixes import EnvOp, EnvPatch, Fix
+from cudafix.model.findings import Finding
+from cudafix.model.fixes import EnvOp, EnvPatch, Fix
 from tests import conda_replay as cr
 
 ALL_SHELLS = [s for s in cr.SHELLS if cr.available(s)]
@@ -272,7 +272,7 @@ def test_shellcheck_posix_clean():
 
 
 def test_shellcheck_posix_clean_cache_file(tmp_path):
-    from cudafix.shells import Guard, Plan, sh
+    from cudafix.render.shells import Guard, Plan, sh
 
     g = Guard(values=(("CUDA_HOME", None), ("LD_LIBRARY_PATH", HOSTILE)), newer=("/usr/local",), absent=("/nope",))
     plan = Plan(changes=(("CUDA_HOME", HOSTILE), ("CUDA_VISIBLE_DEVICES", None)), summary="cudafix: x")

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudafix import activation, shells
-from cudafix.cli_shell import script_sources
-from cudafix.findings import Finding
-from cudafix.fixes import EnvOp, EnvPatch, Fix
+from cudafix.plans import activation
+from cudafix.render import shells
+from cudafix.cli.shell import script_sources
+from cudafix.model.findings import Finding
+from cudafix.model.fixes import EnvOp, EnvPatch, Fix
 from tests import conda_replay as cr
 
 REPO = cr.REPO
@@ -80,7 +81,7 @@ def test_plan_final_values_and_summary():
 def test_plan_on_recorded_yolov9_h100():
     """The real rules on the recorded yolov9 / H100 / conda torch 1.10 snapshot (issue 8)."""
     from cudafix import rules
-    from cudafix.snapshot import Snapshot
+    from cudafix.model.snapshot import Snapshot
 
     snap = Snapshot.load(str(REPO / "tests/fixtures/yolov9/yolov9-h100-conda-cudahome.json"))
     plan = activation.plan_from_findings(rules.findings(rules.run(snap)), snap.env)

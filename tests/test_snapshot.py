@@ -8,7 +8,7 @@ import pytest
 
 import cudafix.probes as probes
 from cudafix.probes import driver as driver_probe
-from cudafix.snapshot import SCHEMA, Snapshot
+from cudafix.model.snapshot import SCHEMA, Snapshot
 
 MINE = ("host", "python", "env", "driver", "gpus", "toolkits", "torch", "torchvision", "jit_cache")
 

@@ -11,11 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import _cudafix_startup as hook
-from cudafix import hookenv
+from cudafix.hook import runtime as hookenv
 import cudafix
-from cudafix import hookplan, paths
-from cudafix.findings import Finding
-from cudafix.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET, EnvOp, EnvPatch, Fix, Preload
+from cudafix.plans import hook as hookplan
+from cudafix.store import paths
+from cudafix.model.findings import Finding
+from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET, EnvOp, EnvPatch, Fix, Preload
 
 # text as os.environ can hold it: any str without NUL, incl. surrogate-escaped bytes
 env_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0") | st.sampled_from(["\udc80", "\udcff", ":", "=", "\n", " "]), max_size=40)

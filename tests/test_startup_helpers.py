@@ -80,8 +80,8 @@ def run(python: os.PathLike, code: str, env: Dict[str, str], args: Iterable[str]
 WRITE_PLAN = r"""
 import json, os, sys
 import _cudafix_startup as hook
-from cudafix import hookplan
-from cudafix.findings import Finding
+from cudafix.plans import hook as hookplan
+from cudafix.model.findings import Finding
 found = [Finding.from_dict(d) for d in json.loads(sys.argv[1])]
 entry = hookplan.build_entry(found, os.environ, hook.state.syspath)
 path = os.path.join(hook.cache_dir(sys.prefix, os.environ), hook.CACHE_FILE)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import _cudafix_startup as hook
-from cudafix import hookenv
+from cudafix.hook import runtime as hookenv
 from tests.test_startup_helpers import clean_env, make_venv, stub_torch
 
 NAMES = ["LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_CACHE_MAXSIZE",
@@ -77,7 +77,7 @@ def test_corrupt_truncated_unreadable_caches(stub_python, tmp_path_factory, data
 SAME = r"""
 import os, sys
 import _cudafix_startup as hook
-from cudafix import hookenv
+from cudafix.hook import runtime as hookenv
 st = hook.state
 sys.stdout.write(repr([st.syspath == hookenv.path_part(sys.path[1:]),
                        st.fp == hookenv.fingerprint(os.environ, st.syspath),

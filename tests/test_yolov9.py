@@ -26,8 +26,8 @@ import sys
 import pytest
 
 from cudafix import rules
-from cudafix.findings import OK, PROBLEM
-from cudafix.snapshot import Snapshot
+from cudafix.model.findings import OK, PROBLEM
+from cudafix.model.snapshot import Snapshot
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXDIR = os.path.join(ROOT, "tests", "fixtures", "yolov9")

@@ -15,7 +15,7 @@ import sysconfig
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from cudafix import __version__
-from cudafix.snapshot import PythonInfo, Snapshot
+from cudafix.model.snapshot import PythonInfo, Snapshot
 
 PYTHON_QUERY_TIMEOUT_S = 30.0
 

@@ -14,7 +14,7 @@ import re
 from typing import List, Mapping, Optional, Tuple
 
 from cudafix.probes.host import join_root, read_text
-from cudafix.snapshot import DriverInfo
+from cudafix.model.snapshot import DriverInfo
 
 _VERSION = r"\d+\.\d+(?:\.\d+)*"
 _VERSION_RE = re.compile(r"^%s$" % _VERSION)

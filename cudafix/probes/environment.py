@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Mapping, Optional, Tuple
 
-from cudafix.snapshot import JitCache
+from cudafix.model.snapshot import JitCache
 
 # Variables read by the CUDA driver/runtime (NVIDIA "CUDA Environment Variables", facts-driver.md
 # §5), by torch (facts-torch.md §5), by the dynamic loader, and by conda activation.

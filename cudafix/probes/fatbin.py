@@ -26,9 +26,9 @@ import re
 import struct
 from typing import Dict, Optional, Tuple
 
-from cudafix.probes import cachefile
+from cudafix.store import cachefile
 from cudafix.probes.elf import ElfError, open_regular, read_elf
-from cudafix.snapshot import ArchCoverage
+from cudafix.model.snapshot import ArchCoverage
 
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 1

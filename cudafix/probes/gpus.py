@@ -24,7 +24,7 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from cudafix.probes.host import join_root, read_text
-from cudafix.snapshot import GPU, GPUInfo
+from cudafix.model.snapshot import GPU, GPUInfo
 
 INDEX = "index"
 UUID = "uuid"

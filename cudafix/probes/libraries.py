@@ -35,10 +35,10 @@ import time
 from typing import Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from cudafix import __version__
-from cudafix.probes import cachefile
+from cudafix.store import cachefile
 from cudafix.probes.elf import ElfFile, expand_dst, read_elf, split_path_list
 from cudafix.probes.ldcache import LD_SO_CACHE, LdCache, read_ld_cache
-from cudafix.snapshot import LibraryInfo, LibraryResolution
+from cudafix.model.snapshot import LibraryInfo, LibraryResolution
 
 MAX_OBJECTS = 400  # libtorch_cuda's closure is ~60 objects
 MAX_SEARCH_DIRS = 256  # per lookup
@@ -515,7 +515,7 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
 # -- result cache ----------------------------------------------------------------------------
 #
 # The simulation stats ~3,000 candidate paths (70-100 ms); its answer changes only when the
-# inputs below change, so `status` keeps it in cache_dir (cudafix.probes.cachefile's rules:
+# inputs below change, so `status` keeps it in cache_dir (cudafix.store.cachefile's rules:
 # owned JSON file, atomic write, anything odd ignored).
 #
 # file  versioned by the format, cudafix's version and the stat of the modules that implement
@@ -667,8 +667,9 @@ def _cache_version() -> list:
     """The file's version: the format, cudafix's version and the stat of the code that computes
     and shapes the result (a file written by other code is dropped whole, stale entries with it)."""
     here = _os.path.dirname(_os.path.abspath(__file__))
-    code = [cachefile.stat_sig(_os.path.join(here, m)) for m in ("libraries.py", "elf.py", "ldcache.py", "cachefile.py")]
-    code.append(cachefile.stat_sig(_os.path.join(_os.path.dirname(here), "snapshot.py")))
+    pkg = _os.path.dirname(here)
+    code = [cachefile.stat_sig(_os.path.join(here, m)) for m in ("libraries.py", "elf.py", "ldcache.py")]
+    code += [cachefile.stat_sig(_os.path.join(pkg, m)) for m in ("store/cachefile.py", "model/snapshot.py")]
     return [LIB_CACHE_VERSION, __version__, code]
 
 

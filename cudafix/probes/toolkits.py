@@ -20,7 +20,7 @@ import stat
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from cudafix.probes.host import describe_oserror, read_text
-from cudafix.snapshot import CondaPackage, PythonDist, Toolkit, ToolkitInfo
+from cudafix.model.snapshot import CondaPackage, PythonDist, Toolkit, ToolkitInfo
 
 NVCC_TIMEOUT_S = 10.0
 MAX_USR_LOCAL_ENTRIES = 256
@@ -177,7 +177,7 @@ def _stat_reason(path: str) -> Optional[str]:
     return None if stat.S_ISDIR(st.st_mode) else "not a directory"
 
 
-# -- `nvcc --version` result cache (cudafix.probes.cachefile's rules) ------------------------------
+# -- `nvcc --version` result cache (cudafix.store.cachefile's rules) ------------------------------
 #
 # The answer is a property of the nvcc file: cached under its path, valid while the stat of its
 # real file is unchanged.  A wrapper script (``#!``; e.g. /usr/local/bin/nvcc running
@@ -193,7 +193,7 @@ _SCRIPT_PATH_RE = re.compile(rb"(?<![\w$~.})-])/[\w.+@%=,/-]+")
 
 def _nvcc_deps(nvcc: str) -> Tuple[Optional[list], bool]:
     """([path, stat_sig] pairs the output of ``nvcc --version`` depends on, is_script)."""
-    from cudafix.probes import cachefile
+    from cudafix.store import cachefile
 
     real = os.path.realpath(nvcc)
     sig = cachefile.stat_sig(real)
@@ -219,7 +219,7 @@ def cached_nvcc_version(nvcc: str, cache_dir: Optional[str], timeout: float = NV
         return run_nvcc_version(nvcc, timeout) + (False,)
     import time
 
-    from cudafix.probes import cachefile
+    from cudafix.store import cachefile
 
     started = time.time_ns()
     deps, script = _nvcc_deps(nvcc)

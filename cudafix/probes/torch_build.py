@@ -20,7 +20,7 @@ import re
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from cudafix.probes.host import read_text
-from cudafix.snapshot import ArchCoverage, CondaPackage, PythonDist, TorchBuild, TorchvisionBuild
+from cudafix.model.snapshot import ArchCoverage, CondaPackage, PythonDist, TorchBuild, TorchvisionBuild
 
 MAX_SYS_PATH = 256
 MAX_DIR_ENTRIES = 100000

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable, List, Optional, Tuple
 
-from cudafix.findings import Finding, Rule, RuleRun
-from cudafix.snapshot import Snapshot
+from cudafix.model.findings import Finding, Rule, RuleRun
+from cudafix.model.snapshot import Snapshot
 
 
 def _registry() -> Tuple[Rule, ...]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from cudafix.findings import OK, PROBLEM, UNKNOWN, Outcome
-from cudafix.snapshot import GPU, Snapshot, TorchBuild
+from cudafix.model.findings import OK, PROBLEM, UNKNOWN, Outcome
+from cudafix.model.snapshot import GPU, Snapshot, TorchBuild
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -152,9 +152,9 @@ def recommend_commands(snap: Snapshot, gpus: Optional[Sequence[GPU]] = None, nat
     Returns (commands, notes); no commands and a note saying why when nothing fits.
     """
     try:
-        from cudafix import remedy
+        from cudafix.plans import remedy
     except ImportError as exc:  # pragma: no cover - remedy ships with cudafix
-        return (), ["no install command: cudafix.remedy unavailable (%s)" % exc]
+        return (), ["no install command: cudafix.plans.remedy unavailable (%s)" % exc]
     dcuda, _ = driver_cuda_int(snap)
     gl = list(gpus) if gpus is not None else snap.visible_gpus()
     ccs = unique(compute_caps(gl))

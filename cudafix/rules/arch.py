@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from cudafix.findings import ERROR, INFO, WARNING, Outcome, Rule
-from cudafix.fixes import SET, UNSET, EnvOp, EnvPatch, Fix
+from cudafix.model.findings import ERROR, INFO, WARNING, Outcome, Rule
+from cudafix.model.fixes import SET, UNSET, EnvOp, EnvPatch, Fix
 from cudafix.knowledge import arch as karch
 from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge import torch_builds as tb
@@ -29,7 +29,7 @@ from cudafix.rules._util import (
     torch_label,
     unknown,
 )
-from cudafix.snapshot import GPU, Snapshot, TorchBuild
+from cudafix.model.snapshot import GPU, Snapshot, TorchBuild
 
 CACHE_MAX = 4 * GIB  # NVIDIA: CUDA_CACHE_MAXSIZE maximum is 4294967296 (4 GiB)
 ENV_DOC = "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"

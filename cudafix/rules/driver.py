@@ -7,8 +7,8 @@ import os
 import re
 from typing import Iterable, List, Optional, Tuple
 
-from cudafix.findings import ERROR, WARNING, Outcome, Rule
-from cudafix.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
+from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.model.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
 from cudafix.knowledge import cuda_driver
 from cudafix.rules._util import (
     cuda_int_str,
@@ -23,7 +23,7 @@ from cudafix.rules._util import (
     unknown,
     vtuple,
 )
-from cudafix.snapshot import Snapshot
+from cudafix.model.snapshot import Snapshot
 
 MINOR_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 FWD_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
-from cudafix.findings import ERROR, WARNING, Outcome, Rule
-from cudafix.fixes import Fix
+from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.model.fixes import Fix
 from cudafix.probes.gpus import parse_cuda_visible_devices, resolve_visible
 from cudafix.rules._util import driver_version, env_value, gpu_label, no_nvidia, ok, parse_int, problem, torch_cuda_mm, unknown
-from cudafix.snapshot import Snapshot
+from cudafix.model.snapshot import Snapshot
 
 ENV_DOC = "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"
 LAZY_DOC = "https://docs.nvidia.com/cuda/cuda-programming-guide/04-special-topics/lazy-loading.html"

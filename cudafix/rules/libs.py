@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import Iterable, List
 
-from cudafix.findings import ERROR, WARNING, Outcome, Rule
-from cudafix.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
+from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.model.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
 from cudafix.rules._util import ok, problem, unknown, vtuple
-from cudafix.snapshot import LibraryResolution, Snapshot
+from cudafix.model.snapshot import LibraryResolution, Snapshot
 
 # Driver libraries are the driver rules' business (driver-library-mismatch, forward-compat-mismatch).
 _DRIVER_SONAMES = ("libcuda.so", "libnvidia-")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from typing import Iterable, List, Optional
 
-from cudafix.findings import ERROR, WARNING, Outcome, Rule
-from cudafix.fixes import SET, EnvOp, EnvPatch, Fix
+from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.model.fixes import SET, EnvOp, EnvPatch, Fix
 from cudafix.rules._util import major_minor, mm_str, ok, problem, unknown
-from cudafix.snapshot import Snapshot, Toolkit
+from cudafix.model.snapshot import Snapshot, Toolkit
 
 
 def _same(a: str, b: str) -> bool:

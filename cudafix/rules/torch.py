@@ -7,8 +7,8 @@ import re
 import shlex
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from cudafix.findings import ERROR, WARNING, Outcome, Rule
-from cudafix.fixes import SET, UNSET, EnvOp, EnvPatch, Fix
+from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.model.fixes import SET, UNSET, EnvOp, EnvPatch, Fix
 from cudafix.knowledge import alloc_conf
 from cudafix.knowledge import torch_builds as tb
 from cudafix.rules._util import (
@@ -23,7 +23,7 @@ from cudafix.rules._util import (
     unknown,
     vtuple,
 )
-from cudafix.snapshot import Snapshot, TorchBuild, TorchvisionBuild
+from cudafix.model.snapshot import Snapshot, TorchBuild, TorchvisionBuild
 
 ALLOC_DOC = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"
 

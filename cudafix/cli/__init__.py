@@ -1,9 +1,9 @@
 """The `cudafix` command line (click, thin: logic lives in the modules it calls).
 
 Commands are defined per area so that each area owns its file:
-  cudafix/cli_report.py  status (default), check, snapshot, explain
-  cudafix/cli_shell.py   shell, hooks
-  cudafix/cli_verify.py  verify
+  cudafix/cli/report.py  status (default), check, snapshot, explain
+  cudafix/cli/shell.py   shell, hooks
+  cudafix/cli/verify.py  verify
 
 A command's module is imported only when that command is looked up (``cudafix status`` never
 imports the shell or verify areas); the table below names every command without importing
@@ -22,13 +22,13 @@ from cudafix import __version__
 
 # command name -> module whose COMMANDS list defines it (in `--help` order: sorted anyway)
 COMMAND_MODULES: Dict[str, str] = {
-    "status": "cudafix.cli_report",
-    "check": "cudafix.cli_report",
-    "snapshot": "cudafix.cli_report",
-    "explain": "cudafix.cli_report",
-    "shell": "cudafix.cli_shell",
-    "hooks": "cudafix.cli_shell",
-    "verify": "cudafix.cli_verify",
+    "status": "cudafix.cli.report",
+    "check": "cudafix.cli.report",
+    "snapshot": "cudafix.cli.report",
+    "explain": "cudafix.cli.report",
+    "shell": "cudafix.cli.shell",
+    "hooks": "cudafix.cli.shell",
+    "verify": "cudafix.cli.verify",
 }
 
 

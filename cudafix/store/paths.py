@@ -33,7 +33,7 @@ def env_key(prefix: str) -> str:
     """A short stable key for one Python environment (its sys.prefix).
 
     Computed with builtins only (no hashlib): cheap to import at `import torch`, where the
-    startup hook's check (cudafix.hookenv) looks its cache up.  Changing it orphans every cache.
+    startup hook's check (cudafix.hook.runtime) looks its cache up.  Changing it orphans every cache.
     """
     n = int.from_bytes(os.path.abspath(prefix).encode("utf-8", "surrogateescape"), "little") % _M61
     return "%016x" % (n * 0x9E3779B97F4A7C15 % _M61)

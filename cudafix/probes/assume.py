@@ -10,7 +10,7 @@ from typing import List, Mapping, Optional, Sequence, Tuple
 
 from cudafix.knowledge import cuda_driver
 from cudafix.knowledge.gpus import parse_gpu_spec
-from cudafix.snapshot import GPU, Snapshot
+from cudafix.model.snapshot import GPU, Snapshot
 
 VIA_DRIVER = "assumed (--assume-driver)"
 VIA_GPU = "assumed (--assume-gpu)"

@@ -94,11 +94,11 @@ def renderer(shell: str):
     """The renderer module for a shell name (sh, bash, zsh, dash, ash, fish, csh, tcsh)."""
     fam = SHELL_FAMILY.get(shell)
     if fam == "sh":
-        from cudafix.shells import sh as mod
+        from cudafix.render.shells import sh as mod
     elif fam == "fish":
-        from cudafix.shells import fish as mod
+        from cudafix.render.shells import fish as mod
     elif fam == "csh":
-        from cudafix.shells import csh as mod
+        from cudafix.render.shells import csh as mod
     else:
         raise ValueError("unsupported shell %r (one of: %s)" % (shell, ", ".join(sorted(SHELL_FAMILY))))
     return mod

@@ -6,7 +6,7 @@ Pipeline (cold path, run by the env's own python from activate.d):
     -> probes.take_snapshot -> rules -> findings
     -> :func:`plan_from_findings`   (safe fixes of scope activation/both, as final values)
     -> :func:`guard_for`            (what the plan depends on, testable by shell builtins)
-    -> shell code (cudafix.shells.*) printed, and the same code cached per user and env.
+    -> shell code (cudafix.render.shells.*) printed, and the same code cached per user and env.
 
 The cache is a shell file per env and shell family under
 ``<XDG_CACHE_HOME or ~/.cache>/cudafix/activation/<CONDA_PREFIX>.cudafix/activate.<ext>``: the
@@ -23,10 +23,10 @@ import sysconfig
 import time
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
-from cudafix import shells
-from cudafix.fsutil import atomic_write
-from cudafix.fixes import EnvPatch
-from cudafix.shells import Guard, Plan
+from cudafix.render import shells
+from cudafix.store.fsutil import atomic_write
+from cudafix.model.fixes import EnvPatch
+from cudafix.render.shells import Guard, Plan
 
 # Variables the probes and rules read.  The cache is keyed on their exact values (unset, empty
 # and set are three different keys); the names in a snapshot's ``env`` and the names a plan
@@ -69,7 +69,7 @@ MAX_WATCH = 32
 # -- undoing a previous activation (the Python twin of the shells' restore code) ----------------
 
 def restored_env(env: Mapping[str, str]) -> Dict[str, str]:
-    """``env`` as it will be once the shell's restore code has run (see cudafix.shells)."""
+    """``env`` as it will be once the shell's restore code has run (see cudafix.render.shells)."""
     out = dict(env)
     names = out.get("_CUDAFIX_VARS")
     if names is None:
@@ -312,7 +312,8 @@ def remove_cache(prefix: str, env: Mapping[str, str]) -> List[str]:
 
 def collect(env: Mapping[str, str]):
     """(snapshot, findings) for this interpreter's environment, seen with ``env``."""
-    from cudafix import paths, probes, rules
+    from cudafix import probes, rules
+    from cudafix.store import paths
 
     # The per-env cache (fatbin scan, loader simulation, nvcc version) is shared with `status`.
     snap = probes.take_snapshot(env=dict(env), cache_dir=paths.env_cache_dir(sys.prefix, env))

@@ -78,7 +78,7 @@ def analyse_prefix(prefix: str):
 def render_health(runs: Sequence, verbose: bool = False, ok_mark: str = _OK_MARK, x_mark: str = _X_MARK) -> str:
     """conda-doctor style text: one ✅ line when nothing is wrong, else ❌ and one line per finding
     (verbose: the whole `cudafix check` report, evidence and fixes included)."""
-    from cudafix import report
+    from cudafix.render import report
 
     findings = report.sorted_findings(runs)
     summary = report.summary_line(runs)
@@ -174,7 +174,7 @@ def fix_prefix(prefix: str, args: object, confirm: Callable[[str], None]) -> int
     `conda activate`, the .pth startup hook at `import torch`): the fix is to make sure they are
     installed in the env.  Advice (upgrades, reinstalls) is printed, never run.
     """
-    from cudafix import report
+    from cudafix.render import report
 
     python = prefix_python(prefix)
     if python is None:

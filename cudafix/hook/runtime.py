@@ -4,7 +4,7 @@ _cudafix_startup (unmarshalled and run at every interpreter start) only installs
 name `torch`.  Everything else lives here and runs when that finder sees `import torch`: the
 check (fingerprint -> per-env cache entry -> in-process env corrections), the whole-file cache
 parser and reader, the writer's format, the cold recompute when the cache was stale (through
-cudafix.hookplan), library preloads by absolute path, and the warnings.  The names in HOOK_API
+cudafix.plans.hook), library preloads by absolute path, and the warnings.  The names in HOOK_API
 are also attributes of _cudafix_startup (its module __getattr__), where they lived before.
 Importing this module imports nothing beyond the stdlib and _cudafix_startup.
 """
@@ -13,7 +13,7 @@ import os
 import sys
 
 import _cudafix_startup as hook
-from cudafix import paths
+from cudafix.store import paths
 
 VERSION = "0.1.0"  # == cudafix.__version__ (tests/test_startup_cache.py checks)
 CACHE_FILE = "hook.v1"
@@ -50,12 +50,12 @@ class CudafixWarning(UserWarning):
     """Category of cudafix's warnings at ``import torch`` (filter it like any warning)."""
 
 
-CudafixWarning.__module__ = "_cudafix_startup"  # its documented name (also cudafix.hookplan.CudafixWarning)
+CudafixWarning.__module__ = "_cudafix_startup"  # its documented name (also cudafix.plans.hook.CudafixWarning)
 
 
 # -- what the start computes, written plainly  ---------
 
-# The cache's place: cudafix.paths (this runs at `import torch`, where importing it costs nothing
+# The cache's place: cudafix.store.paths (this runs at `import torch`, where importing it costs nothing
 # that matters; the start module computes no path).
 env_key = paths.env_key
 user_cache_dir = paths.user_cache_dir
@@ -399,7 +399,7 @@ def apply_env(st, entry, environ):  # the entry's in-process corrections that th
                 st.failed.append((op, exc))
 
 
-def apply_op(environ, op, name, value):  # == cudafix.fixes.EnvOp.apply
+def apply_op(environ, op, name, value):  # == cudafix.model.fixes.EnvOp.apply
     if op == "set":
         environ[name] = value or ""
     elif op == "unset":
@@ -513,7 +513,7 @@ def at_torch_import(st):
     entry = st.entry
     if entry is None:
         try:
-            from cudafix import hookplan
+            from cudafix.plans import hook as hookplan
         except Exception as exc:  # noqa: BLE001 - a broken install: say nothing unless asked
             say(st, "cudafix package not importable (%s): nothing checked" % type(exc).__name__)
             return

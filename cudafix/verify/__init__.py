@@ -1,6 +1,6 @@
 """`cudafix verify`: is the GPU really being used?
 
-Runs cudafix/_verify_child.py in a child interpreter of the env (that child imports torch; cudafix's
+Runs cudafix/verify/child.py in a child interpreter of the env (that child imports torch; cudafix's
 own process never does), then judges the measurements:
 
   GPU used      torch sees the GPUs and runs native kernels at a plausible speed     exit 0
@@ -63,7 +63,7 @@ class VerifyError(RuntimeError):
 
 
 def run_child(python: str, quick: bool, timeout: float) -> Dict[str, Any]:
-    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_verify_child.py")
+    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
     cmd = [python, child] + (["--quick"] if quick else [])
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

@@ -1,4 +1,4 @@
-"""`cudafix verify`: is the GPU really used?  See cudafix/verify.py for the verdicts and exit codes."""
+"""`cudafix verify`: is the GPU really used?  See cudafix/verify/__init__.py for the verdicts and exit codes."""
 
 from __future__ import annotations
 

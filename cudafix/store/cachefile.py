@@ -80,7 +80,7 @@ def load(cache_dir: str, filename: str, version: int) -> Dict[str, Any]:
 
 def store(cache_dir: str, filename: str, version: int, entries: Dict[str, Any]) -> None:
     """Write ``entries`` atomically; errors are swallowed (a cache only saves time)."""
-    from cudafix.fsutil import atomic_write
+    from cudafix.store.fsutil import atomic_write
 
     try:
         os.makedirs(cache_dir, mode=0o700, exist_ok=True)

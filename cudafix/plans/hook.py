@@ -26,11 +26,11 @@ import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import _cudafix_startup as hook
-from cudafix import hookenv
-from _cudafix_startup import CudafixWarning  # noqa: F401  (re-exported: cudafix.hookplan.CudafixWarning)
-from cudafix.findings import Finding
-from cudafix.fsutil import atomic_write
-from cudafix.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
+from cudafix.hook import runtime as hookenv
+from _cudafix_startup import CudafixWarning  # noqa: F401  (re-exported: cudafix.plans.hook.CudafixWarning)
+from cudafix.model.findings import Finding
+from cudafix.store.fsutil import atomic_write
+from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
 
 MAX_ENTRIES = 16  # fingerprints remembered per env (e.g. two shells with different PATHs)
 WARN_SEVERITIES = ("error", "warning")
@@ -128,7 +128,7 @@ def depends_on(snapshot, preloads: Sequence[Tuple[str, str, str]] = ()) -> List[
 
 
 def snapshot_for_hook(environ: Mapping[str, str]):
-    from cudafix import paths
+    from cudafix.store import paths
     from cudafix.probes import take_snapshot
 
     return take_snapshot(env=environ, cache_dir=paths.env_cache_dir(sys.prefix, environ),

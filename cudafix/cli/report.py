@@ -1,7 +1,7 @@
 """`cudafix status` (the default), `check`, `snapshot`, `explain`: commands of the report area.
 
 Thin: this module turns options into a Snapshot and rule runs (probes / --from / --example,
-then --assume-*, then the selected rules) and hands them to cudafix.report for rendering.
+then --assume-*, then the selected rules) and hands them to cudafix.render.report for rendering.
 
 Bad input (an unreadable or corrupt --from file, an unknown rule id, a bad --assume value, a
 --python that is not an interpreter) is one line on stderr and exit status 2, before anything
@@ -19,11 +19,11 @@ from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tupl
 
 import click
 
-from cudafix import report
-from cudafix.findings import ERROR, WARNING, RuleRun
-from cudafix.snapshot import Snapshot, SnapshotError
+from cudafix.render import report
+from cudafix.model.findings import ERROR, WARNING, RuleRun
+from cudafix.model.snapshot import Snapshot, SnapshotError
 
-EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "examples")
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "examples")
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -163,7 +163,7 @@ def _assume_values(driver: Optional[str], gpus: Sequence[str]) -> Tuple[Optional
     env_gpus: List[str] = []
     if not driver or not gpus:
         if os.environ.get("CUDAFIX_ASSUME_DRIVER") or os.environ.get("CUDAFIX_ASSUME_GPU"):
-            from cudafix import assume
+            from cudafix.probes import assume
 
             try:
                 got = assume.from_env(os.environ)
@@ -178,7 +178,7 @@ def _validate_assume(driver: Optional[str], gpus: Optional[Sequence[str]], given
     if not driver and not gpus:
         return
     try:
-        from cudafix import assume
+        from cudafix.probes import assume
     except ImportError:
         raise BadInput("--assume-driver / --assume-gpu are not available in this cudafix build") from None
     try:
@@ -198,7 +198,7 @@ def _apply_assume(snap: Snapshot, driver: Optional[str], gpus: Sequence[str]) ->
     if not driver and not gpus:
         return snap
     try:
-        from cudafix import assume
+        from cudafix.probes import assume
     except ImportError:
         raise BadInput("--assume-driver / --assume-gpu are not available in this cudafix build") from None
     try:
@@ -238,7 +238,7 @@ def load_snapshot(from_file: Optional[str], example: Optional[str], python: Opti
             return Snapshot.load(path), "bundled example %s" % example
         except SnapshotError as exc:
             raise BadInput("example %s: %s" % (example, exc)) from None
-    from cudafix import paths
+    from cudafix.store import paths
     from cudafix.probes import take_snapshot
 
     # The per-env cache the activation hook uses too (fatbin scans keyed by path, size, mtime).
@@ -311,7 +311,7 @@ def check(strict: bool, as_json: bool, **opts: Any) -> None:
 def write_atomic(path: str, text: str) -> None:
     """Write via a temporary file in the same directory and rename: never a half-written file.
     The file gets the permissions a plain write would (0666 less the umask)."""
-    from cudafix.fsutil import atomic_write
+    from cudafix.store.fsutil import atomic_write
 
     umask = os.umask(0)
     os.umask(umask)

@@ -1,6 +1,6 @@
 """Rendering of a Snapshot and its rule runs: the human report and the JSON documents.
 
-Pure functions from data to text.  Nothing here probes, prints or exits: cudafix/cli_report.py
+Pure functions from data to text.  Nothing here probes, prints or exits: cudafix/cli/report.py
 decides where the text goes.  Colour is a parameter (the CLI turns it on only for a TTY
 without NO_COLOR), so tests can render both forms.
 """
@@ -13,9 +13,9 @@ import textwrap
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from cudafix import __version__
-from cudafix.findings import ERROR, INFO, UNKNOWN, WARNING, Finding, Rule, RuleRun
-from cudafix.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET, Fix
-from cudafix.snapshot import ArchCoverage, GPU, LibraryResolution, Snapshot
+from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING, Finding, Rule, RuleRun
+from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET, Fix
+from cudafix.model.snapshot import ArchCoverage, GPU, LibraryResolution, Snapshot
 
 STATUS_SCHEMA = "cudafix.status/1"
 
@@ -152,7 +152,7 @@ def _header(out: _Out, snap: Snapshot, origin: str) -> None:
 
 
 def _assumed_value(v: Any) -> str:
-    if isinstance(v, dict) and "value" in v:  # cudafix.assume: {"value": ..., "replaced": ...}
+    if isinstance(v, dict) and "value" in v:  # cudafix.probes.assume: {"value": ..., "replaced": ...}
         return _assumed_value(v["value"])
     if isinstance(v, dict) and "values" in v:
         return _assumed_value(v["values"])

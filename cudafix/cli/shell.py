@@ -17,7 +17,7 @@ from typing import List, Optional, Tuple
 
 import click
 
-from cudafix import shells
+from cudafix.render import shells
 
 SHELL_CHOICES = ("sh", "bash", "zsh", "dash", "ash", "fish", "csh", "tcsh")
 HOOK_FILES = ("cudafix.pth", "cudafix.start")  # at the root of site-packages
@@ -53,7 +53,7 @@ def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool, from_fi
     """
     if action is None:
         raise click.UsageError("give --activate or --deactivate")
-    from cudafix import activation
+    from cudafix.plans import activation
 
     if action == "activate" and from_file:
         _write_out(_activate_from(shell_name, from_file))
@@ -65,8 +65,9 @@ def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool, from_fi
 
 def _activate_from(shell_name: str, path: str) -> str:
     """Activation code for a recorded snapshot: its findings, planned against its own env."""
-    from cudafix import activation, rules
-    from cudafix.snapshot import Snapshot, SnapshotError
+    from cudafix import rules
+    from cudafix.plans import activation
+    from cudafix.model.snapshot import Snapshot, SnapshotError
 
     try:
         snap = Snapshot.load(path)
@@ -81,7 +82,7 @@ def _activate_from(shell_name: str, path: str) -> str:
 
 def _source_dir() -> str:
     """Where this cudafix's hook files live: site-packages root (wheel) or the checkout root."""
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def script_sources() -> List[Tuple[str, str]]:
@@ -152,7 +153,7 @@ def hooks_install(prefix: Optional[str]) -> None:
         if state == "installed":
             click.echo("unchanged  %s" % path)
             continue
-        from cudafix.fsutil import atomic_write
+        from cudafix.store.fsutil import atomic_write
 
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write(path, data, mode=0o644)
@@ -163,7 +164,7 @@ def hooks_install(prefix: Optional[str]) -> None:
 @_prefix_opt
 def hooks_uninstall(prefix: Optional[str]) -> None:
     """Remove the hooks and this env's activation cache (idempotent)."""
-    from cudafix import activation
+    from cudafix.plans import activation
 
     prefix = os.path.abspath(prefix or sys.prefix)
     for path, _data in planned_files(prefix):

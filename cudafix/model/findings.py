@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from cudafix.fixes import Fix
-from cudafix.snapshot import Snapshot
+from cudafix.model.fixes import Fix
+from cudafix.model.snapshot import Snapshot
 
 OK = "ok"
 PROBLEM = "problem"

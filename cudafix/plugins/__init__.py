@@ -1,0 +1,1 @@
+"""Integrations loaded by other programs (conda's plugin manager)."""

@@ -1,0 +1,1 @@
+"""Renderers: the human/JSON report and one small renderer per shell."""

@@ -1,0 +1,1 @@
+"""Files cudafix owns: cache locations, atomic writes, stat-validated cache files."""
