@@ -319,11 +319,17 @@ def test_entries_of_other_code_are_dropped_whole(torch_cu_dir, tmp_path):
     assert len(_entries(tmp_path)) == 1
 
 
-def test_recording_leaves_the_module_as_it_was(torch_cu_dir, tmp_path):
-    before = (libraries.os, libraries.glob, libraries.read_elf, libraries.read_ld_cache)
-    libraries.probe_libraries(torch_cu_dir, _base_env(), cache_dir=str(tmp_path / "c"))
-    assert (libraries.os, libraries.glob, libraries.read_elf, libraries.read_ld_cache) == before
-    assert "open" not in vars(libraries) and libraries._RECORDER is None
+def test_a_recorded_run_answers_as_a_direct_one(torch_cu_dir):
+    """Recording goes through an explicit filesystem object (probes/loaderfs.py): the same code,
+    the same answer, and the record holds what the answer rests on."""
+    from cudafix.probes.loaderfs import RecordingFileSystem
+
+    env = dict(_base_env(), LD_LIBRARY_PATH="/nonexistent-cudafix:")  # the empty entry: the cwd is searched
+    rec = RecordingFileSystem()
+    assert libraries._probe(torch_cu_dir, env, None, (), fs=rec) == libraries._probe(torch_cu_dir, env, None, ())
+    deps = dict((p, s) for p, s in rec.deps())
+    assert os.path.join(torch_cu_dir, "lib", "libtorch_cuda.so") in deps and libraries.LD_SO_CACHE in deps
+    assert rec.cwd == os.getcwd()
 
 
 def test_status_passes_the_cache_dir(torch_cu_python, tmp_path):

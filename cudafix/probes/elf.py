@@ -312,10 +312,14 @@ def _vaddr_to_offset(loads: List[Tuple[int, int, int]], vaddr: int) -> Optional[
 # -- dynamic string tokens -------------------------------------------------------------------
 
 
+# uname machine -> Debian/Ubuntu multiarch triplet (https://wiki.debian.org/Multiarch/Tuples)
+MULTIARCH_TRIPLETS = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu", "ppc64le": "powerpc64le-linux-gnu"}
+
+
 def default_lib_token() -> str:
     """What glibc substitutes for $LIB: Debian/Ubuntu multiarch builds use lib/<triplet>."""
     machine = os.uname().machine
-    triplet = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu", "ppc64le": "powerpc64le-linux-gnu"}.get(machine)
+    triplet = MULTIARCH_TRIPLETS.get(machine)
     if triplet and os.path.isdir("/lib/" + triplet) and os.path.exists("/etc/debian_version"):
         return "lib/" + triplet
     return "lib64" if machine in ("x86_64", "aarch64", "ppc64le", "s390x") else "lib"

@@ -1,0 +1,142 @@
+"""The filesystem as the loader simulation sees it: one object every access goes through.
+
+`FileSystem` answers from the real filesystem.  `RecordingFileSystem` answers the same and
+records a stat signature of everything it was asked about, so a cached simulation result can
+later be checked by re-stat'ing exactly what the cold run looked at (cudafix/probes/libraries.py,
+"result cache").  The simulation code is the same with or without a cache: only the object differs.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import stat
+from typing import Dict, IO, List, Optional, Set, Tuple
+
+from cudafix.probes.elf import MULTIARCH_TRIPLETS, ElfFile, read_elf
+from cudafix.probes.ldcache import LD_SO_CACHE, LdCache, read_ld_cache
+from cudafix.store import cachefile
+
+
+class FileSystem:
+    """Direct access.  Every method is total for a missing path (False / None), never raises OSError."""
+
+    recording = False
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isfile(self, path: str) -> bool:
+        return os.path.isfile(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def file_id(self, path: str) -> Optional[Tuple[int, int]]:
+        """(st_dev, st_ino): the same file under two names is one loaded object."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def glob(self, pattern: str) -> List[str]:
+        return glob.glob(pattern)
+
+    def read_elf(self, path: str, with_sections: bool = False) -> Tuple[Optional[ElfFile], Optional[str]]:
+        return read_elf(path, with_sections=with_sections)
+
+    def read_ld_cache(self, path: str = LD_SO_CACHE) -> LdCache:
+        return read_ld_cache(path)
+
+    def open_text(self, path: str) -> IO[str]:
+        return open(path, encoding="utf-8", errors="replace")
+
+    def note_cwd(self) -> None:
+        """The answer now depends on the current directory (an empty search-path entry)."""
+
+
+class RecordingFileSystem(FileSystem):
+    """FileSystem that records path -> stat_sig (None: absent) of everything it was asked about."""
+
+    recording = True
+
+    def __init__(self) -> None:
+        self.sigs: Dict[str, Optional[List[int]]] = {}
+        self.dangling: Set[str] = set()  # absent but present as a symlink: its target may appear
+        self.cwd: Optional[str] = None
+        # what elf.default_lib_token() reads to expand $LIB (the machine is in the cache key)
+        triplet = MULTIARCH_TRIPLETS.get(os.uname().machine)
+        for p in (["/lib/" + triplet] if triplet else []) + ["/etc/debian_version"]:
+            self.sig(p)
+
+    def sig(self, path: str) -> Optional[List[int]]:
+        path = os.fspath(path)
+        if path in self.sigs:
+            return self.sigs[path]
+        sig = self._stat(path)
+        if not os.path.isabs(path):
+            self.cwd = os.getcwd()
+        if sig is None:  # absent: it can appear only by an entry added to an existing ancestor
+            d = os.path.dirname(os.path.abspath(path))
+            while d not in self.sigs:
+                if self._stat(d) is not None or d == os.path.dirname(d):
+                    break
+                d = os.path.dirname(d)
+        return sig
+
+    def _stat(self, path: str) -> Optional[List[int]]:
+        sig = self.sigs[path] = cachefile.stat_sig(path)
+        if sig is None and os.path.lexists(path):
+            self.dangling.add(path)
+        return sig
+
+    def deps(self) -> List[list]:
+        """What a hit re-stats: every existing path, and the absent ones a directory can't vouch for."""
+        return [[p, s] for p, s in self.sigs.items() if s is not None or p in self.dangling]
+
+    def exists(self, path: str) -> bool:
+        return self.sig(path) is not None
+
+    def isfile(self, path: str) -> bool:
+        sig = self.sig(path)
+        return sig is not None and stat.S_ISREG(sig[0])
+
+    def isdir(self, path: str) -> bool:
+        sig = self.sig(path)
+        return sig is not None and stat.S_ISDIR(sig[0])
+
+    def realpath(self, path: str) -> str:
+        self.sig(path)
+        return os.path.realpath(path)
+
+    def file_id(self, path: str) -> Optional[Tuple[int, int]]:
+        self.sig(path)
+        return super().file_id(path)
+
+    def glob(self, pattern: str) -> List[str]:
+        # the listed directory (unescaped: glob.escape wraps *, ? and [ in brackets)
+        self.sig(re.sub(r"\[([*?\[])\]", r"\1", os.path.dirname(pattern)) or ".")
+        return glob.glob(pattern)
+
+    def read_elf(self, path: str, with_sections: bool = False) -> Tuple[Optional[ElfFile], Optional[str]]:
+        self.sig(path)
+        return read_elf(path, with_sections=with_sections)
+
+    def read_ld_cache(self, path: str = LD_SO_CACHE) -> LdCache:
+        self.sig(path)
+        return read_ld_cache(path)
+
+    def open_text(self, path: str) -> IO[str]:
+        self.sig(path)
+        return open(path, encoding="utf-8", errors="replace")
+
+    def note_cwd(self) -> None:
+        self.cwd = os.getcwd()
+
+
+REAL = FileSystem()
