@@ -13,6 +13,9 @@ Modules:
 Status values used by every table (``status`` field of a row):
 """
 
+from cudafix.model.versions import major_minor as _major_minor
+from cudafix.model.versions import release
+
 PRIMARY = "primary"  # read in a primary source (vendor docs, the project's own code/scripts, local artifact)
 DERIVED = "derived"  # follows from primary rows by a stated rule (e.g. GA toolkit driver -> branch)
 SECONDARY = "secondary"  # seen only in third-party copies / user reports
@@ -32,23 +35,10 @@ def is_confirmed(status: str) -> bool:
 
 
 def version_tuple(v: str) -> tuple:
-    """"12.1.1" -> (12, 1, 1); non-numeric tails are dropped ("2.4.1+cu121" -> (2, 4, 1))."""
-    out = []
-    for part in str(v).split("+", 1)[0].strip().split("."):
-        digits = ""
-        for ch in part:
-            if ch.isdigit():
-                digits += ch
-            else:
-                break
-        if not digits:
-            break
-        out.append(int(digits))
-        if digits != part:
-            break
-    return tuple(out)
+    """"12.1.1" -> (12, 1, 1), "2.4.1+cu121" -> (2, 4, 1): cudafix.model.versions.release."""
+    return release(v)
 
 
 def major_minor(v: str) -> tuple:
-    t = version_tuple(v)
-    return (t + (0, 0))[:2] if t else ()
+    """(major, minor), () for junk (sorts before every version)."""
+    return _major_minor(v) or ()

@@ -19,12 +19,13 @@ import shutil
 import stat
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from cudafix.probes import packages
 from cudafix.probes.host import describe_oserror, read_text
+from cudafix.probes.packages import _json_object, parse_conda_record, parse_conda_record_filename, short_channel  # noqa: F401
 from cudafix.model.snapshot import CondaPackage, PythonDist, Toolkit, ToolkitInfo
 
 NVCC_TIMEOUT_S = 10.0
 MAX_USR_LOCAL_ENTRIES = 256
-MAX_CONDA_META_FILES = 5000
 
 # conda packages that say something about the CUDA stack (exact names + prefixes).
 CONDA_NAMES = frozenset((
@@ -41,15 +42,6 @@ _VERSION_RE = re.compile(r"^\d+\.\d+(?:\.\d+)*$")
 
 
 # -- pure parsers -------------------------------------------------------------------------------
-
-
-def _json_object(text: str) -> Optional[dict]:
-    """``text`` parsed as a JSON object, or None (not JSON, or not an object)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def parse_version_json(text: str) -> Optional[str]:
@@ -85,87 +77,16 @@ def parse_nvcc_version(text: str) -> Optional[str]:
     return m.group(2) if m else None
 
 
-def parse_conda_record_filename(filename: str) -> Optional[Tuple[str, str, str]]:
-    """"pytorch-1.10.0-py3.8_cuda11.3_cudnn8.2.0_0.json" -> (name, version, build)."""
-    if not filename.endswith(".json"):
-        return None
-    parts = filename[: -len(".json")].rsplit("-", 2)
-    if len(parts) != 3 or not all(parts):
-        return None
-    return parts[0], parts[1], parts[2]
-
-
-def short_channel(record: Mapping) -> str:
-    """Channel name from a conda-meta record: "schannel", else the channel URL without its subdir."""
-    sch = record.get("schannel")
-    if isinstance(sch, str) and sch:
-        return sch
-    ch = record.get("channel")
-    if not isinstance(ch, str) or not ch:
-        return ""
-    ch = ch.rstrip("/")
-    parts = ch.split("/")
-    if parts and re.match(r"^(noarch|linux-\w+|osx-\w+|win-\w+)$", parts[-1]):
-        parts = parts[:-1]
-    if "://" in ch:
-        # https://conda.anaconda.org/pytorch -> pytorch ; https://repo.anaconda.com/pkgs/main -> pkgs/main
-        tail = parts[3:] if len(parts) > 3 else parts[-1:]
-        return "/".join(tail)
-    return "/".join(parts)
-
-
-def parse_conda_record(text: str, filename: str = "") -> Optional[CondaPackage]:
-    """One ``conda-meta/<name>-<version>-<build>.json`` prefix record -> CondaPackage."""
-    data = _json_object(text)
-    if data is None:
-        return None
-    from_name = parse_conda_record_filename(os.path.basename(filename)) if filename else None
-    name = data.get("name") or (from_name[0] if from_name else None)
-    version = data.get("version") or (from_name[1] if from_name else None)
-    build = data.get("build") or data.get("build_string") or (from_name[2] if from_name else "")
-    if not isinstance(name, str) or not isinstance(version, str):
-        return None
-    depends = data.get("depends")
-    return CondaPackage(
-        name=name,
-        version=version,
-        build=build if isinstance(build, str) else "",
-        channel=short_channel(data),
-        depends=[d for d in depends if isinstance(d, str)] if isinstance(depends, list) else [],
-        found_via="conda-meta/%s" % os.path.basename(filename) if filename else "conda-meta",
-    )
-
-
 def is_cuda_related_conda(name: str) -> bool:
     return name in CONDA_NAMES or name.startswith(CONDA_PREFIXES)
 
 
-# -- I/O ----------------------------------------------------------------------------------------
-
-
 def read_conda_records(prefix: str, wanted=is_cuda_related_conda) -> Tuple[List[CondaPackage], Dict[str, str]]:
     """CUDA-related records of ``<prefix>/conda-meta`` (only the wanted names are parsed)."""
-    meta = os.path.join(prefix, "conda-meta")
-    unknown = {}  # type: Dict[str, str]
-    try:
-        names = sorted(os.listdir(meta))[:MAX_CONDA_META_FILES]
-    except OSError as exc:
-        return [], {"conda_packages": "%s: %s" % (meta, describe_oserror(exc))}
-    out = []
-    for fn in names:
-        parsed = parse_conda_record_filename(fn)
-        if not parsed or not wanted(parsed[0]):
-            continue
-        text, why = read_text(os.path.join(meta, fn), 64 << 20)
-        if text is None:
-            unknown[fn] = why or "unreadable"
-            continue
-        rec = parse_conda_record(text, fn)
-        if rec is None:
-            unknown[fn] = "not a conda prefix record (bad JSON)"
-            continue
-        out.append(rec)
-    return out, unknown
+    return packages.read_conda_records(prefix, wanted)
+
+
+# -- I/O ----------------------------------------------------------------------------------------
 
 
 def _stat_reason(path: str) -> Optional[str]:
@@ -344,11 +265,9 @@ def _usr_local_candidates(usr_local: str) -> Tuple[List[str], Dict[str, str]]:
 
 def list_nvidia_wheels(sys_path: List[str]) -> List[PythonDist]:
     """pip ``nvidia-*`` and ``cuda-toolkit`` distributions on sys_path (name + version from the dir name)."""
-    from cudafix.probes.torch_build import iter_dist_dirs
-
     out = []
     seen = set()
-    for d in iter_dist_dirs(sys_path):
+    for d in packages.iter_dist_dirs(sys_path):
         if not (d.name.startswith("nvidia-") or d.name in ("cuda-toolkit", "cuda-bindings", "cuda-pathfinder", "cuda-python")):
             continue
         key = (d.name, d.version, d.location)

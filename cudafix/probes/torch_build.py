@@ -14,16 +14,21 @@ Metadata without a package dir (a half-removed install) is listed after the real
 from __future__ import annotations
 
 import ast
-import dataclasses
 import os
 import re
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from cudafix.probes.host import read_text
+from cudafix.probes.packages import (  # noqa: F401 (DistDir, parse_dist_dirname: this module's API before)
+    DistDir,
+    iter_dist_dirs,
+    normalize_name,
+    parse_dist_dirname,
+    path_locations,
+    read_conda_records,
+)
+from cudafix.model import versions
 from cudafix.model.snapshot import ArchCoverage, CondaPackage, PythonDist, TorchBuild, TorchvisionBuild
-
-MAX_SYS_PATH = 256
-MAX_DIR_ENTRIES = 100000
 
 # CUDA libraries that carry torch's device code, newest layout first.  torch < 1.13 split
 # libtorch_cuda into libtorch_cuda_cu / libtorch_cuda_cpp for a while; linalg is separate since 1.12.
@@ -36,78 +41,6 @@ TORCH_CUDA_LIBS = (
 )
 # libcaffe2_nvrtc.so has no device code; it is listed to show it is not scanned.
 _NO_DEVICE_CODE = frozenset(("libcaffe2_nvrtc.so",))
-
-
-def normalize_name(name: str) -> str:
-    """PEP 503 normalisation: "Nvidia_CUBLAS" -> "nvidia-cublas"."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-@dataclasses.dataclass
-class DistDir:
-    """A *.dist-info or *.egg-info directory found on sys.path."""
-
-    name: str  # normalized
-    version: str
-    path: str  # the .dist-info / .egg-info path
-    location: str  # the sys.path entry holding it
-
-    def installer(self) -> Optional[str]:
-        if not self.path.endswith(".dist-info"):
-            return None
-        text, _ = read_text(os.path.join(self.path, "INSTALLER"), 256)
-        return text.strip() if text and text.strip() else None
-
-    def installer_origin(self) -> str:
-        inst = self.installer()
-        if inst is None:
-            return "unknown"
-        return "conda" if inst.lower() == "conda" else "pip"
-
-
-def parse_dist_dirname(dirname: str) -> Optional[Tuple[str, str]]:
-    """"torch-2.14.1+cu130.dist-info" -> ("torch", "2.14.1+cu130");
-    "torch-1.10.0-py3.8.egg-info" -> ("torch", "1.10.0")."""
-    for suffix in (".dist-info", ".egg-info"):
-        if dirname.endswith(suffix):
-            stem = dirname[: -len(suffix)]
-            break
-    else:
-        return None
-    parts = stem.split("-")
-    if len(parts) < 2 or not parts[0] or not parts[1]:
-        return None
-    return normalize_name(parts[0]), parts[1]
-
-
-def path_locations(sys_path: List[str]) -> Iterator[str]:
-    """The directories of sys_path's first MAX_SYS_PATH entries, absolute ('' is the cwd), each once."""
-    seen = set()
-    for entry in sys_path[:MAX_SYS_PATH]:
-        loc = os.path.abspath(entry) if entry else os.getcwd()
-        if loc not in seen:
-            seen.add(loc)
-            yield loc
-
-
-def iter_dist_dirs(sys_path: List[str]) -> Iterator[DistDir]:
-    """Every *.dist-info / *.egg-info on sys_path, in sys.path order (cheap: names only)."""
-    for loc in path_locations(sys_path):
-        try:
-            it = os.scandir(loc)
-        except OSError:
-            continue
-        names = []
-        with it:
-            for i, de in enumerate(it):
-                if i >= MAX_DIR_ENTRIES:
-                    break
-                if de.name.endswith((".dist-info", ".egg-info")):
-                    names.append(de.name)
-        for n in sorted(names):
-            parsed = parse_dist_dirname(n)
-            if parsed:
-                yield DistDir(parsed[0], parsed[1], os.path.join(loc, n), loc)
 
 
 # -- pure parsers -------------------------------------------------------------------------------
@@ -183,7 +116,7 @@ def cuda_from_conda_build(build: str) -> Optional[str]:
 
 
 def _base_version(v: str) -> str:
-    return v.split("+", 1)[0]
+    return versions.public(v)
 
 
 # -- I/O ----------------------------------------------------------------------------------------
@@ -259,8 +192,6 @@ def _find_installs(sys_path: List[str], pkg: str) -> List[Tuple[str, Optional[st
 def _conda_records(prefix: Optional[str]) -> List[CondaPackage]:
     if not prefix or not os.path.isdir(os.path.join(prefix, "conda-meta")):
         return []
-    from cudafix.probes.toolkits import read_conda_records
-
     recs, _ = read_conda_records(prefix, wanted=lambda n: n in ("pytorch", "torch", "libtorch", "torchvision"))
     return recs
 

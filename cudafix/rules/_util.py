@@ -6,6 +6,7 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from cudafix.model.findings import OK, PROBLEM, UNKNOWN, Outcome
+from cudafix.model import versions
 from cudafix.model.snapshot import GPU, Snapshot, TorchBuild
 
 MIB = 1024 * 1024
@@ -26,22 +27,11 @@ def problem(message: str, evidence: Sequence[str], fix=None, severity: Optional[
 
 def vtuple(text: Optional[str]) -> Tuple[int, ...]:
     """"12.1.105" -> (12, 1, 105); "2.4.1+cu121" -> (2, 4, 1); junk -> ()."""
-    out = []
-    for part in str(text or "").split("+", 1)[0].strip().split("."):
-        m = re.match(r"^(\d+)", part)
-        if not m:
-            break
-        out.append(int(m.group(1)))
-        if m.group(1) != part:
-            break
-    return tuple(out)
+    return versions.release(text)
 
 
 def major_minor(text: Optional[str]) -> Optional[Tuple[int, int]]:
-    t = vtuple(text)
-    if not t:
-        return None
-    return (t + (0,))[0], (t + (0, 0))[1]
+    return versions.major_minor(text)
 
 
 def mm_str(mm: Tuple[int, int]) -> str:
@@ -50,7 +40,7 @@ def mm_str(mm: Tuple[int, int]) -> str:
 
 def base_version(v: Optional[str]) -> str:
     """"2.14.1+cu130" -> "2.14.1"."""
-    return str(v or "").split("+", 1)[0].strip()
+    return versions.public(v)
 
 
 def fmt_bytes(n: Optional[int]) -> str:

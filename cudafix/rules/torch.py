@@ -23,6 +23,7 @@ from cudafix.rules._util import (
     unknown,
     vtuple,
 )
+from cudafix.model import versions
 from cudafix.model.snapshot import Snapshot, TorchBuild, TorchvisionBuild
 
 ALLOC_DOC = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"
@@ -72,9 +73,8 @@ def check_cpu_only(snap: Snapshot) -> Iterable[Outcome]:
 
 def _variant(v: Optional[str]) -> Optional[str]:
     """Local version tag: "0.11.0+cu113" -> "cu113"; None when absent."""
-    if v and "+" in v:
-        return v.split("+", 1)[1].strip().lower() or None
-    return None
+    tag = versions.local(v)
+    return tag.lower() if tag else None
 
 
 def _tv_cuda(tv: TorchvisionBuild) -> Tuple[Optional[str], str]:
