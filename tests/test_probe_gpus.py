@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
+from cudafix.model import visible_devices as vd
 from cudafix.probes import gpus as gp
 from cudafix.model.snapshot import GPU
 from tests.conftest import FIXTURES
@@ -110,7 +111,7 @@ def test_mixed_models_default_order_is_undecided_but_pci_order_is_not():
 
 def test_parse_entries_kinds():
     spec = gp.parse_cuda_visible_devices(" 0, GPU-8f6284fb ,MIG-GPU-x/1/2,abc,1")
-    assert [e.kind for e in spec.entries] == [gp.INDEX, gp.UUID, gp.MIG, gp.INVALID, gp.INDEX]
+    assert [e.kind for e in spec.entries] == [vd.INDEX, vd.UUID, vd.MIG, vd.INVALID, vd.INDEX]
     assert spec.stopped_at == 3
 
 

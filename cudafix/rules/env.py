@@ -7,7 +7,7 @@ from typing import Iterable, List
 
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import Fix
-from cudafix.probes.gpus import parse_cuda_visible_devices, resolve_visible
+from cudafix.model.visible_devices import parse_cuda_visible_devices, resolve_visible
 from cudafix.rules._util import driver_version, env_value, gpu_label, no_nvidia, ok, parse_int, problem, torch_cuda_mm, unknown
 from cudafix.model.snapshot import Snapshot
 
