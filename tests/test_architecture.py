@@ -1,0 +1,155 @@
+"""The package's structure, checked: the pipeline's stages import one way (docs/architecture.md).
+
+probes -> model <- rules -> knowledge; plans / render / cli / hook sit above.  Read from the
+source with ast (every import statement, at module level or inside a function), so a lazy
+import cannot hide a dependency that points the wrong way.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+from typing import Dict, Iterator, List, Set, Tuple
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PKG = REPO / "cudafix"
+
+# stage -> the cudafix stages its modules may import (itself always allowed)
+ALLOWED: Dict[str, Set[str]] = {
+    "model": set(),
+    "knowledge": {"model"},
+    "store": set(),
+    "probes": {"model", "knowledge", "store"},
+    "rules": {"model", "knowledge"},
+    "plans": {"model", "knowledge", "rules", "probes", "store", "render", "hook"},
+    "render": {"model", "knowledge", "rules"},
+    "hook": {"store", "plans"},
+    "verify": {"model", "knowledge", "probes", "rules"},
+    "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook"},
+    "plugins": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
+    "devtools": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
+}
+TOP = {"__init__", "__main__"}  # cudafix/__init__.py (the version) and `python -m cudafix`
+MAX_LINES = 500
+
+
+def _modules() -> Iterator[Tuple[str, Path]]:
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+def _imports(path: Path, module: str) -> List[Tuple[str, bool]]:
+    """(imported cudafix module, at module level?) for every import in the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    top_level = {id(n) for n in tree.body}
+    for node in tree.body:  # `if TYPE_CHECKING:` / `try:` blocks at the top count as module level
+        if isinstance(node, (ast.If, ast.Try)):
+            top_level |= {id(n) for n in ast.walk(node)}
+    pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        names: List[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            names = [mod] + ["%s.%s" % (mod, a.name) for a in node.names]
+        for n in names:
+            if n == "cudafix" or n.startswith("cudafix.") or n == "_cudafix_startup":
+                out.append((n, id(node) in top_level))
+    return out
+
+
+def _known(name: str, modules: Set[str]) -> str:
+    """The module an imported name refers to (``from cudafix.x import y``: y may be a name in x)."""
+    while name not in modules and "." in name:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+MODULES = dict(_modules())
+
+
+def test_stages_import_one_way():
+    bad = []
+    for mod, path in MODULES.items():
+        stage = _stage(mod)
+        if stage in TOP or stage not in ALLOWED and mod != "cudafix":
+            continue
+        for name, _ in _imports(path, mod):
+            target = _known(name, set(MODULES))
+            tstage = _stage(target)
+            if target == "cudafix" or tstage == stage:
+                continue
+            if name == "_cudafix_startup" and stage == "hook":
+                continue
+            if tstage not in ALLOWED.get(stage, set()):
+                bad.append("%s imports %s (%s -> %s)" % (mod, name, stage, tstage))
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles_at_module_level():
+    modules = set(MODULES)
+    graph: Dict[str, Set[str]] = {m: set() for m in modules}
+    for mod, path in MODULES.items():
+        for name, top in _imports(path, mod):
+            if top and name != "_cudafix_startup":
+                target = _known(name, modules)
+                if target != mod and target in modules and not mod.startswith(target + "."):
+                    graph[mod].add(target)
+    # a package's __init__ importing its own submodules is how packages work, not a cycle
+    cycles = []
+    state: Dict[str, int] = {}
+
+    def visit(m: str, stack: List[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cyc = stack[stack.index(n):] + [n] if n in stack else [m, n]
+                if not all(c == n or c.startswith(n + ".") for c in cyc[:-1]):
+                    cycles.append(" -> ".join(cyc))
+            elif not state.get(n):
+                visit(n, stack + [n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if not state.get(m):
+            visit(m, [m])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_the_startup_module_is_stdlib_only():
+    path = REPO / "_cudafix_startup.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module or ""]
+        else:
+            continue
+        for n in names:
+            top = n.split(".")[0]
+            assert top in sys.stdlib_module_names or top == "cudafix", "_cudafix_startup imports %s" % n
+
+
+@pytest.mark.parametrize("mod", sorted(MODULES))
+def test_module_size(mod):
+    n = len(MODULES[mod].read_text(encoding="utf-8").splitlines())
+    assert n <= MAX_LINES, "%s has %d lines (> %d): split it by what it does" % (mod, n, MAX_LINES)
