@@ -15,7 +15,10 @@ probe redone; the OS page cache stays warm for both tools).
 Prints medians, the speed ratio collect_env / cudafix against the targets (>= 20x faster,
 <= 100 MiB peak).  --check exits 1 when a target is missed; --json-out FILE keeps the raw runs.
 
-    python3 bench/status_vs_collect_env.py [-n 5] [--python VENV/bin/python]
+    python3 bench/status_vs_collect_env.py [-n 5] [--python VENV/bin/python] [--also-repo DIR]
+
+--also-repo DIR times a second cudafix checkout (e.g. `git worktree add /tmp/before <commit>`)
+warm, in the same rounds: a before/after of a change, with its ratio.
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ def main(argv=None):
     ap.add_argument("-n", type=int, default=5, help="timed runs of each command (default: %(default)s)")
     ap.add_argument("--json-out", metavar="FILE", help="write the raw runs and the summary here")
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--also-repo", metavar="DIR", help="another cudafix checkout to time warm in the same rounds")
     args = ap.parse_args(argv)
     if not os.path.exists(args.python):
         raise SystemExit("no interpreter at %s: run tests/make_venvs.sh first" % args.python)
@@ -102,20 +106,30 @@ def main(argv=None):
     # Byte-compile the checkout with the measured interpreter, as `pip install` does for an
     # installed cudafix (this workplace sets PYTHONDONTWRITEBYTECODE; without .pyc files every
     # run would recompile ~60 modules, which is not what users run).
-    subprocess.run([args.python, "-m", "compileall", "-q", os.path.join(REPO, "cudafix")], check=True,
-                   env=dict(base_env, PYTHONDONTWRITEBYTECODE=""), stdout=subprocess.DEVNULL)
+    repos = [REPO] + ([os.path.abspath(args.also_repo)] if args.also_repo else [])
+    for repo in repos:
+        subprocess.run([args.python, "-m", "compileall", "-q", os.path.join(repo, "cudafix")], check=True,
+                       env=dict(base_env, PYTHONDONTWRITEBYTECODE=""), stdout=subprocess.DEVNULL)
+    # the other checkout keeps its own cache dir: both are measured warm on their own cache
+    other_env = dict(base_env, PYTHONPATH=repos[-1], XDG_CACHE_HOME=tempfile.mkdtemp(prefix="statusbench-other-")) \
+        if args.also_repo else None
 
     # Warm-up (untimed): fills cudafix's cache and the OS page cache for both tools.
     doc = validate_cudafix(measure(cudafix_cmd, cudafix_env))
     validate_collect_env(measure(collect_cmd, base_env))
+    if other_env is not None:
+        validate_cudafix(measure(cudafix_cmd, other_env))
 
     # Floors, for where the time goes: the interpreter alone, and with click (which any
     # click-based CLI pays before doing anything).
     floor_cmds = {"bare": [args.python, "-c", "pass"], "click": [args.python, "-c", "import click"]}
     floors = {k: [] for k in floor_cmds}
 
-    warm, cold, collect = [], [], []
+    warm, cold, collect, other = [], [], [], []
     for _ in range(args.n):
+        if other_env is not None:
+            other.append(measure(cudafix_cmd, other_env))
+            validate_cudafix(other[-1])
         for k, c in floor_cmds.items():
             floors[k].append(measure(c, base_env))
         warm.append(measure(cudafix_cmd, cudafix_env))
@@ -145,6 +159,12 @@ def main(argv=None):
                      ("floor: python -c pass", summarise(floors["bare"])),
                      ("floor: python -c 'import click'", summarise(floors["click"]))):
         print("%-36s %10.3f %10.3f %10.3f %12.1f" % (label, s["median_s"], s["min_s"], s["max_s"], s["peak_mib"]))
+    if other:
+        s_other = summarise(other)
+        print("%-36s %10.3f %10.3f %10.3f %12.1f" % ("--also-repo (warm cache)", s_other["median_s"], s_other["min_s"],
+                                                     s_other["max_s"], s_other["peak_mib"]))
+        print("this checkout / --also-repo %s: %.3f (warm medians; < 1 is faster)"
+              % (repos[-1], s_warm["median_s"] / s_other["median_s"]))
     speed_ok = ratio_warm >= SPEED_TARGET
     mem_ok = peak <= MEMORY_TARGET_MIB
     print("speed ratio collect_env / cudafix: %.1fx warm, %.1fx cold (target >= %.0fx warm: %s)"
