@@ -327,3 +327,27 @@ def cuda_at_least_for_driver(driver_version: str) -> Optional[int]:
         if row.branch <= branch and row.status in (PRIMARY, DERIVED):
             best = row.cuda if best is None else max(best, row.cuda)
     return best
+
+
+# -- forward compatibility (cuda-compat) ---------------------------------------------------------
+# "Forward Compatibility is applicable only for systems with: NVIDIA Data Center GPUs; Select NGC
+# Server Ready SKUs of RTX cards; Jetson boards." (FWD_COMPAT).  Names are matched conservatively:
+# a name in neither list is "unknown" to the rule, never "supported".
+FWD_COMPAT_DATACENTER = re.compile(
+    r"\b(Tesla|A100|A800|A30|A40|A10|A16|A2|H100|H200|H800|H20|GH200|B100|B200|GB200|B300|GB300|L4|L40S?|L20|T4|V100|P100|P40|P4)\b",
+    re.I)
+FWD_COMPAT_CONSUMER = re.compile(r"\b(GeForce|TITAN)\b", re.I)
+# Base driver branches of NVIDIA's forward-compatibility matrix (FWD_COMPAT, 13.4-era edition).
+FWD_COMPAT_BASE_BRANCHES = (535, 570, 580, 590, 595, 610, 615)
+DATACENTER = "data-center"
+CONSUMER = "consumer"
+
+
+def forward_compat_class(gpu_name: str) -> Optional[str]:
+    """DATACENTER (forward compatibility supported), CONSUMER (not: error 804), None (unknown)."""
+    if FWD_COMPAT_CONSUMER.search(gpu_name):
+        return CONSUMER
+    if FWD_COMPAT_DATACENTER.search(gpu_name):
+        return DATACENTER
+    return None
+

@@ -9,6 +9,7 @@ import os
 import re
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from cudafix.knowledge import cuda_packages
 from cudafix.model.snapshot import CondaPackage
 from cudafix.probes.host import describe_oserror, read_text
 
@@ -20,9 +21,7 @@ MAX_CONDA_META_FILES = 5000
 # -- Python distributions -----------------------------------------------------------------------
 
 
-def normalize_name(name: str) -> str:
-    """PEP 503 normalisation: "Nvidia_CUBLAS" -> "nvidia-cublas"."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+normalize_name = cuda_packages.normalize  # PEP 503: "Nvidia_CUBLAS" -> "nvidia-cublas"
 
 
 @dataclasses.dataclass

@@ -19,6 +19,7 @@ import shutil
 import stat
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from cudafix.knowledge import cuda_packages
 from cudafix.probes import packages
 from cudafix.probes.host import describe_oserror, read_text
 from cudafix.probes.packages import _json_object, parse_conda_record, parse_conda_record_filename, short_channel  # noqa: F401
@@ -27,13 +28,8 @@ from cudafix.model.snapshot import CondaPackage, PythonDist, Toolkit, ToolkitInf
 NVCC_TIMEOUT_S = 10.0
 MAX_USR_LOCAL_ENTRIES = 256
 
-# conda packages that say something about the CUDA stack (exact names + prefixes).
-CONDA_NAMES = frozenset((
-    "cudatoolkit", "cudatoolkit-dev", "cudnn", "nccl", "cutensor", "magma", "magma-cuda",
-    "pytorch", "pytorch-cuda", "pytorch-mutex", "pytorch-gpu", "pytorch-cpu", "libtorch",
-    "torchvision", "torchaudio", "cpuonly", "triton", "cupy", "nvidia-ml-py", "__cuda",
-))
-CONDA_PREFIXES = ("cuda-", "libcu", "libnv", "nvidia-")
+CONDA_NAMES = cuda_packages.CONDA_CUDA_RELATED_NAMES
+CONDA_PREFIXES = cuda_packages.CONDA_CUDA_RELATED_PREFIXES
 
 _CUDA_H_RE = re.compile(r"^\s*#\s*define\s+CUDA_VERSION\s+(\d+)\s*$", re.M)
 _VERSION_TXT_RE = re.compile(r"CUDA Version\s+(\d+\.\d+(?:\.\d+)*)")
@@ -77,8 +73,7 @@ def parse_nvcc_version(text: str) -> Optional[str]:
     return m.group(2) if m else None
 
 
-def is_cuda_related_conda(name: str) -> bool:
-    return name in CONDA_NAMES or name.startswith(CONDA_PREFIXES)
+is_cuda_related_conda = cuda_packages.is_cuda_related_conda
 
 
 def read_conda_records(prefix: str, wanted=is_cuda_related_conda) -> Tuple[List[CondaPackage], Dict[str, str]]:

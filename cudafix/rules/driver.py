@@ -246,14 +246,6 @@ def check_driver_minor_compat(snap: Snapshot) -> Iterable[Outcome]:
 
 # -- forward-compat-mismatch ---------------------------------------------------------------
 
-# Forward compatibility is supported only on data-center GPUs (plus select NGC-ready RTX SKUs and
-# Jetson).  Names are matched conservatively; anything else is "unknown", never "supported".
-_DATACENTER = re.compile(r"\b(Tesla|A100|A800|A30|A40|A10|A16|A2|H100|H200|H800|H20|GH200|B100|B200|GB200|B300|GB300|L4|L40S?|L20|T4|V100|P100|P40|P4)\b", re.I)
-_CONSUMER = re.compile(r"\b(GeForce|TITAN)\b", re.I)
-# Base driver branches of NVIDIA's forward-compatibility matrix (13.4-era edition, facts-driver §4a).
-_FWD_BASES = (535, 570, 580, 590, 595, 610, 615)
-
-
 def _driver_ver_of_file(path: str) -> Optional[str]:
     m = re.match(r"^libcuda\.so\.(\d{3,4}(?:\.\d+){1,2})$", os.path.basename(path))
     return m.group(1) if m else None
@@ -294,13 +286,13 @@ def check_forward_compat(snap: Snapshot) -> Iterable[Outcome]:
         code = 803
     else:
         gpus = snap.gpus.gpus
-        consumer = [g for g in gpus if _CONSUMER.search(g.name)]
+        consumer = [g for g in gpus if cuda_driver.forward_compat_class(g.name) == cuda_driver.CONSUMER]
         if consumer:
             ev.append("forward compatibility works only on data-center GPUs (and select NGC-ready RTX, Jetson); %s is not one -> CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)" % ", ".join(gpu_label(g) for g in consumer))
             code = 804
-        elif kb not in _FWD_BASES:
+        elif kb not in cuda_driver.FWD_COMPAT_BASE_BRANCHES:
             return [unknown("forward-compat libcuda %s on kernel module %s: R%d is not a base branch of NVIDIA's current forward-compat matrix" % (cv, kv, kb), *ev, subject="libcuda")]
-        elif gpus and all(_DATACENTER.search(g.name) for g in gpus):
+        elif gpus and all(cuda_driver.forward_compat_class(g.name) == cuda_driver.DATACENTER for g in gpus):
             return [ok("forward compatibility in use: libcuda %s on kernel module %s with data-center GPUs" % (cv, kv), *ev, subject="libcuda")]
         else:
             return [unknown("forward-compat libcuda %s on kernel module %s: whether the GPUs support forward compatibility is unknown" % (cv, kv), *ev, subject="libcuda")]

@@ -9,7 +9,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, UNSET, EnvOp, EnvPatch, Fix
-from cudafix.knowledge import alloc_conf
+from cudafix.knowledge import alloc_conf, cuda_packages
 from cudafix.knowledge import torch_builds as tb
 from cudafix.rules._util import (
     base_version,
@@ -182,13 +182,8 @@ def check_torchvision(snap: Snapshot) -> Iterable[Outcome]:
 
 # -- mixed-cuda-sources --------------------------------------------------------------------
 
-# Unsuffixed CUDA-13-layout wheels whose version is the CUDA version (nvidia-cufft etc. are not).
-_CUDA_VERSIONED = ("nvidia-cuda-runtime", "nvidia-cuda-nvrtc", "nvidia-cublas", "nvidia-nvjitlink", "nvidia-cuda-cupti", "nvidia-nvtx", "cuda-toolkit")
-_CONDA_CUDA = ("cudatoolkit", "cuda-version", "cuda-cudart", "cuda-runtime", "pytorch-cuda")
-
-
 def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return cuda_packages.normalize(name)
 
 
 def _pip_families(snap: Snapshot) -> Tuple[Dict[int, List[str]], Dict[str, List[str]]]:
@@ -196,11 +191,11 @@ def _pip_families(snap: Snapshot) -> Tuple[Dict[int, List[str]], Dict[str, List[
     by_lib: Dict[str, List[str]] = {}
     for d in snap.toolkits.nvidia_wheels:
         n = _norm(d.name)
-        m = re.match(r"^(.*)-cu(\d+)$", n)
-        if m:
-            major = int(m.group(2))
-            by_lib.setdefault(m.group(1), []).append("%s %s" % (d.name, d.version))
-        elif n in _CUDA_VERSIONED and vtuple(d.version):
+        fam = cuda_packages.pip_cuda_family(n)
+        if fam:
+            major = fam[1]
+            by_lib.setdefault(fam[0], []).append("%s %s" % (d.name, d.version))
+        elif n in cuda_packages.PIP_CUDA_VERSIONED and vtuple(d.version):
             major = vtuple(d.version)[0]
         else:
             continue
@@ -211,7 +206,7 @@ def _pip_families(snap: Snapshot) -> Tuple[Dict[int, List[str]], Dict[str, List[
 def _conda_majors(snap: Snapshot) -> Dict[int, List[str]]:
     majors: Dict[int, List[str]] = {}
     for p in snap.toolkits.conda_packages:
-        if _norm(p.name) in _CONDA_CUDA and vtuple(p.version):
+        if _norm(p.name) in cuda_packages.CONDA_CUDA_RUNTIME and vtuple(p.version):
             majors.setdefault(vtuple(p.version)[0], []).append("%s %s" % (p.name, p.version))
     return majors
 
@@ -269,9 +264,9 @@ def _uses_major(snap: Snapshot, dist_label: str) -> bool:
     t = snap.primary_torch
     if t is None or not t.cuda:
         return False
-    m = re.search(r"-cu(\d+)\b", _norm(dist_label.split(" ")[0]))
+    fam = cuda_packages.pip_cuda_family(dist_label.split(" ")[0])
     mm = major_minor(t.cuda)
-    return bool(m and mm and int(m.group(1)) == mm[0])
+    return bool(fam and mm and fam[1] == mm[0])
 
 
 # -- alloc-conf-invalid --------------------------------------------------------------------
