@@ -198,6 +198,19 @@ class JitCache:
 
 
 @dataclasses.dataclass
+class NodeInfo:
+    """Which machine of a cluster this is, and what NCCL can use on it (docs/fleet.md)."""
+
+    hostname: Optional[str] = None
+    engine: Optional[str] = None  # "slurm" | "ray" | "kubernetes" | None (not under a cluster engine)
+    node_id: Optional[str] = None  # the engine's own id: SLURMD_NODENAME, Ray's node id, the k8s node name
+    net_interfaces: Optional[List[str]] = None  # /sys/class/net (NCCL_SOCKET_IFNAME names these)
+    ib_devices: Optional[List[str]] = None  # /sys/class/infiniband (NCCL_IB_HCA names these)
+    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
 class PythonInfo:
     """The interpreter whose environment was inspected."""
 
@@ -217,6 +230,7 @@ class Snapshot:
     cudafix_version: str = ""
     source: str = ""  # "probed" | a fixture's provenance ("recorded on H200 device machine", ...)
     host: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # os, kernel, glibc, machine
+    node: NodeInfo = dataclasses.field(default_factory=NodeInfo)  # cluster identity (absent in older files: unknown)
     python: PythonInfo = dataclasses.field(default_factory=PythonInfo)
     driver: DriverInfo = dataclasses.field(default_factory=DriverInfo)
     gpus: GPUInfo = dataclasses.field(default_factory=GPUInfo)

@@ -104,12 +104,15 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     ``root`` / ``usr_local`` move /sys, /proc and /usr/local for tests; ``use_nvml`` /
     ``call_driver_api`` / ``scan_arch`` switch off the heavier probes.
     """
-    from cudafix.probes import driver, environment, gpus, host, toolkits, torch_build
+    from cudafix.probes import driver, environment, gpus, host, node, toolkits, torch_build
 
     env = dict(os.environ if env is None else env)
     snap = Snapshot(created=_now(), cudafix_version=__version__, source="probed")
 
     snap.host = _guard(snap, "host", host.probe_host) or {}
+    nd = _guard(snap, "node", lambda: node.probe_node(env, root=root))
+    if nd is not None:
+        snap.node = nd
 
     sys_path = None  # type: Optional[List[str]]
 

@@ -31,7 +31,7 @@ VARIABLES = (
     "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "CONDA_SHLVL", "CONDA_OVERRIDE_CUDA", "VIRTUAL_ENV",
 )
 # Any other variable with these prefixes is recorded too (CUDA reads more than it documents).
-PREFIXES = ("CUDA_", "CUDAFIX_", "PYTORCH_CUDA_")
+PREFIXES = ("CUDA_", "CUDAFIX_", "PYTORCH_CUDA_", "NCCL_")  # NCCL_*: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
 
 # CUDA_CACHE_MAXSIZE (facts-driver.md §5, NVIDIA "CUDA Environment Variables"):
 # maximum 4294967296 (4 GiB) in every edition.  Default: 268435456 (256 MiB) in the older

@@ -61,6 +61,12 @@ def _first_resolutions(sim: LoaderSim) -> "collections.OrderedDict[str, Tuple[_O
     return out
 
 
+def ld_preload_entries(env: Mapping[str, str]) -> List[str]:
+    """LD_PRELOAD's entries: "a list of ... separated by spaces or colons" (ld.so(8)); only those
+    with a slash are modelled (a bare name is searched like a DT_NEEDED of the executable)."""
+    return [e for e in (env.get("LD_PRELOAD") or "").replace(":", " ").split() if "/" in e][:64]
+
+
 def find_root(torch_package_dir: str, fs: FileSystem = REAL) -> Optional[str]:
     for rel in ROOT_CANDIDATES:
         p = os.path.join(torch_package_dir, rel)
@@ -106,14 +112,16 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
     else:
         info.found_via["ld.so.cache"] = cache.found_via
     info.found_via["resolutions"] = "glibc search order simulated from the ELF headers, starting at %s" % root
-    sim = simulate(root, env, executable=executable, ld_cache=cache, preloaded=preloaded, fs=fs)
+    env_preloads = ld_preload_entries(env)
+    sim = simulate(root, env, executable=executable, ld_cache=cache, preloaded=list(env_preloads) + list(preloaded), fs=fs)
     if not any(o.path == root for o in sim.loaded):
         _, reason = fs.read_elf(root, with_sections=False)
         info.unknown["resolutions"] = "%s: %s" % (root, reason or "could not be mapped")
         return info
-    base_env = {k: v for k, v in env.items() if k != "LD_LIBRARY_PATH"}
+    base_env = {k: v for k, v in env.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
     expected_sim = simulate(root, base_env, executable=executable, ld_cache=cache, preloaded=preloaded, fs=fs) \
-        if info.ld_library_path else sim
+        if info.ld_library_path or env_preloads else sim
+    preloaded_real = {fs.realpath(p) for p in env_preloads}
     expected = _first_resolutions(expected_sim)
     records = WheelRecords(fs)
     version_of = records.version_of
@@ -130,7 +138,7 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
         r = LibraryResolution(soname=soname, requested_by=req.path, how=how)
         if res is not None:
             r.resolved = fs.realpath(res.path)  # what /proc/self/maps would show
-            r.resolved_via = via
+            r.resolved_via = "LD_PRELOAD" if via == "loaded" and r.resolved in preloaded_real else via
             r.resolved_version = version_of(res.path, version_notes)
         else:
             if why and why.startswith("search stopped"):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable, List
+import shlex
+from typing import Callable, Iterable, List
 
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
@@ -30,7 +31,17 @@ def _ld_entry_for(r: LibraryResolution, snap: Snapshot) -> str:
     return ""
 
 
+def is_nccl(soname: str) -> bool:
+    """NCCL has a rule of its own (nccl-shadowed, cudafix/rules/nccl.py): a multi-node concern."""
+    return soname.startswith("libnccl.so")
+
+
 def check_lib_shadowed(snap: Snapshot) -> Iterable[Outcome]:
+    return shadowed(snap, lambda soname: not _is_driver_lib(soname) and not is_nccl(soname), "CUDA library")
+
+
+def shadowed(snap: Snapshot, include: Callable[[str], bool], what: str) -> List[Outcome]:
+    """lib-shadowed's judgement for the sonames ``include`` accepts (``what`` names them)."""
     libs = snap.libraries
     if not libs.resolutions:
         why = libs.unknown.get("resolutions") or next(iter(libs.unknown.values()), "")
@@ -41,7 +52,7 @@ def check_lib_shadowed(snap: Snapshot) -> Iterable[Outcome]:
     out: List[Outcome] = []
     seen = set()
     for r in libs.resolutions:
-        if _is_driver_lib(r.soname) or r.soname in seen:
+        if not include(r.soname) or r.soname in seen:
             continue
         seen.add(r.soname)
         if r.unknown:
@@ -81,13 +92,20 @@ def check_lib_shadowed(snap: Snapshot) -> Iterable[Outcome]:
         if entry:
             summary += " and drop %s from LD_LIBRARY_PATH on activation" % entry
         fix = Fix(summary=summary, auto=True, env=EnvPatch(ops), preload=(Preload(r.soname, r.expected),), scope="both")
+        if r.resolved_via == "LD_PRELOAD":
+            # Loaded by ld.so before the interpreter starts: no preload in the process can undo it.
+            rest = [e for e in snap.env.get("LD_PRELOAD", "").replace(":", " ").split()
+                    if os.path.realpath(e) != r.resolved and e != r.resolved]
+            ev.append("LD_PRELOAD loads it before Python starts: nothing in the process can replace it")
+            fix = Fix(summary="remove %s from LD_PRELOAD" % r.resolved,
+                      commands=(("export LD_PRELOAD=%s" % shlex.quote(" ".join(rest))) if rest else "unset LD_PRELOAD",))
         out.append(problem(
             "%s is shadowed: %s %s wins over torch's %s %s" % (r.soname, r.resolved, r.resolved_version, r.expected, r.expected_version),
             ev, fix=fix, severity=ERROR if older else WARNING, subject=r.soname,
         ))
     if not out:
         n = len(seen)
-        out.append(ok("every CUDA library torch needs (%d) resolves to torch's own copy or one of the same version" % n, subject="libraries"))
+        out.append(ok("every %s torch needs (%d) resolves to torch's own copy or one of the same version" % (what, n), subject="libraries"))
     return out
 
 

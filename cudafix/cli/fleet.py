@@ -1,0 +1,69 @@
+"""`cudafix fleet`: the CUDA stack of every node, compared (docs/fleet.md)."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional, Tuple
+
+import click
+
+EXIT_OK, EXIT_PROBLEM, EXIT_CANNOT = 0, 1, 2
+
+
+@click.command("fleet", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--from", "sources", multiple=True, metavar="PATH|-",
+              help="Snapshot files, directories of *.json, or - (stdin: concatenated documents), gathered any way.")
+@click.option("--slurm", is_flag=True, help="Run `cudafix snapshot` once per node with srun; ARGS go to srun (-N 8 -p gpu ...).")
+@click.option("--ray", "ray_address", default=None, is_flag=False, flag_value="auto", metavar="[ADDRESS]",
+              help="Run one snapshot task on every alive node of the Ray cluster at ADDRESS (default: auto).")
+@click.option("--python", "python", default=None, metavar="PATH",
+              help="With --slurm: the interpreter of the env on the nodes (default: this one).")
+@click.option("--timeout", default=600, show_default=True, help="Seconds to wait for the nodes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the cudafix.fleet/1 document.")
+@click.argument("srun_args", nargs=-1, type=click.UNPROCESSED)
+def fleet(sources: Tuple[str, ...], slurm: bool, ray_address: Optional[str], python: Optional[str], timeout: int,
+          as_json: bool, srun_args: Tuple[str, ...]) -> None:
+    """Compare the CUDA stack of every node: what differs, and each rule's findings by node.
+
+    Exit codes: 0 every node agrees and none has an error, 1 errors or disagreement,
+    2 cudafix could not judge every node (bad input, a node without a snapshot, engine failure).
+    """
+    from cudafix.fleet import compare, render
+    from cudafix.fleet.inputs import parse_stream, read_path
+
+    modes = sum(bool(x) for x in (sources, slurm, ray_address))
+    if modes != 1:
+        _fail("say where the snapshots come from: one of --from PATH|-, --slurm [SRUN ARGS], --ray [ADDRESS]")
+    if srun_args and not slurm:
+        _fail("unexpected arguments %s (only --slurm takes trailing srun arguments)" % " ".join(srun_args))
+    docs: List = []
+    errors: List = []
+    try:
+        if sources:
+            for s in sources:
+                d, e = parse_stream(sys.stdin.read(), "<stdin>") if s == "-" else read_path(s)
+                docs += d
+                errors += e
+        elif slurm:
+            from cudafix.fleet import engine_slurm
+
+            docs, errors = engine_slurm.gather(python or sys.executable, srun_args, timeout=timeout)
+        else:
+            from cudafix.fleet import engine_ray
+
+            docs, errors = engine_ray.gather(None if ray_address == "auto" else ray_address, timeout=timeout)
+    except RuntimeError as exc:  # engine errors: one line
+        _fail(str(exc))
+    if not docs and not errors:
+        _fail("no snapshots found in %s" % ", ".join(sources) if sources else "the engine returned no snapshot")
+    rep = compare.compare(docs, [(e.source, e.message) for e in errors])
+    click.echo(render.render_json(rep) if as_json else render.render_text(rep), nl=False)
+    sys.exit(rep.exit_code())
+
+
+def _fail(msg: str) -> None:
+    click.echo("cudafix fleet: %s" % msg, err=True)
+    sys.exit(EXIT_CANNOT)
+
+
+COMMANDS = [fleet]

@@ -1,0 +1,63 @@
+"""Gather snapshots through Ray: one task pinned to each alive node.
+
+Each task runs with NodeAffinitySchedulingStrategy(node_id, soft=False) — it runs on that node or
+fails, never elsewhere (https://docs.ray.io/en/latest/ray-core/scheduling/index.html) — and
+probes the worker's own interpreter and environment (what the job's tasks get there), naming its
+node with Ray's node id.  Ray is imported only here: it is not a dependency of cudafix.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional, Tuple
+
+from cudafix.fleet.inputs import Document, InputError, parse_stream
+
+
+class EngineError(RuntimeError):
+    """Ray could not be used at all (one line for the user)."""
+
+
+def snapshot_task(node_id: str) -> str:
+    """Runs on the node: its snapshot as JSON (module-level, so workers import it by name)."""
+    from cudafix.probes import take_snapshot
+
+    env = dict(os.environ, CUDAFIX_NODE_ENGINE="ray", CUDAFIX_NODE_ID=node_id)
+    return take_snapshot(env=env).to_json(indent=None)
+
+
+def gather(address: Optional[str] = None, timeout: float = 600) -> Tuple[List[Document], List[InputError]]:
+    try:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    except ImportError as exc:
+        raise EngineError("Ray is not installed in this environment (%s): pip install ray" % exc) from None
+    try:
+        ray.init(address=address or "auto", logging_level="ERROR", log_to_driver=False, ignore_reinit_error=True)
+    except Exception as exc:  # ConnectionError, RuntimeError: no cluster at that address
+        raise EngineError("cannot connect to a Ray cluster at %s: %s" % (address or "auto", str(exc).splitlines()[0])) from None
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        task = ray.remote(num_cpus=0, max_retries=0)(snapshot_task)
+        refs = [(n["NodeID"], task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(n["NodeID"]))
+                for n in nodes]
+        docs: List[Document] = []
+        errors: List[InputError] = []
+        ready, _ = ray.wait([r for _, r in refs], num_returns=len(refs), timeout=timeout)
+        done = set(ready)
+        for node_id, ref in refs:
+            name = "ray node %s" % node_id[:12]
+            if ref not in done:
+                errors.append(InputError(name, "no snapshot within %d s" % timeout))
+                continue
+            try:
+                text = ray.get(ref)
+            except Exception as exc:  # the task failed on that node
+                errors.append(InputError(name, str(exc).strip().splitlines()[-1]))
+                continue
+            d, e = parse_stream(text, name)
+            docs += d
+            errors += e
+        return docs, errors
+    finally:
+        ray.shutdown()

@@ -1,0 +1,74 @@
+"""`cudafix fleet` output: one screen of text, or JSON (schema cudafix.fleet/1, docs/fleet.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, List
+
+from cudafix.fleet.compare import FleetReport, hostlist
+
+SCHEMA = "cudafix.fleet/1"
+MAX_OUTLIER_LINES = 50
+
+
+def _facts_line(facts: Dict[str, str]) -> str:
+    main = ["%s %s" % (k, v) for k, v in facts.items() if not k.startswith("env ")]
+    env = ["%s=%s" % (k[4:], v) for k, v in facts.items() if k.startswith("env ")]
+    return "; ".join(main) + (("\n      env: " + ", ".join(env)) if env else "")
+
+
+def render_text(rep: FleetReport) -> str:
+    out: List[str] = []
+    n = len(rep.nodes)
+    verdict = "all nodes agree" if rep.agree else "%d groups: the nodes DISAGREE" % len(rep.groups)
+    out.append("cudafix fleet: %d node%s, %s" % (n, "" if n == 1 else "s", verdict))
+    for src, msg in rep.errors:
+        out.append("  could not use %s: %s" % (src, msg))
+    if rep.groups:
+        g = rep.groups[0]
+        out.append("")
+        out.append("%s (%d): %s" % ("majority" if len(rep.groups) > 1 else "every node", len(g.nodes), hostlist(g.nodes)))
+        out.append("      " + _facts_line(g.facts))
+    if rep.outliers:
+        out.append("")
+        out.append("outliers (%d, what differs from the majority):" % len(rep.outliers))
+        for o in rep.outliers[:MAX_OUTLIER_LINES]:
+            diffs = "; ".join("%s %s (majority: %s)" % (k, mine, major) for k, (mine, major) in o.differs.items())
+            out.append("  %s: %s" % (o.node, diffs))
+        if len(rep.outliers) > MAX_OUTLIER_LINES:
+            out.append("  ... %d more (see --json)" % (len(rep.outliers) - MAX_OUTLIER_LINES))
+    if rep.fleet_findings or rep.findings:
+        out.append("")
+        out.append("findings (rule x nodes):")
+        for a in rep.fleet_findings + rep.findings:
+            out.append("  %-7s %-28s %s" % (a.severity, a.rule, hostlist(a.nodes)))
+            for m in a.messages:
+                out.append("          %s" % m)
+    else:
+        out.append("")
+        out.append("findings: none on any node")
+    code = rep.exit_code()
+    out.append("")
+    out.append("exit %d: %s" % (code, {0: "the fleet is consistent and clean", 1: "errors or disagreement: see above",
+                                        2: "cudafix could not judge every node"}[code]))
+    return "\n".join(out) + "\n"
+
+
+def to_json(rep: FleetReport) -> dict:
+    return {
+        "schema": SCHEMA,
+        "nodes": [{"name": n.name, "hostname": n.hostname, "engine": n.engine, "node_id": n.node_id, "source": n.source,
+                   "facts": n.facts} for n in rep.nodes],
+        "groups": [{"facts": g.facts, "nodes": g.nodes} for g in rep.groups],
+        "outliers": [{"node": o.node, "differs": {k: {"node": a, "majority": b} for k, (a, b) in o.differs.items()}}
+                     for o in rep.outliers],
+        "findings": [{"rule": a.rule, "severity": a.severity, "nodes": a.nodes, "messages": a.messages} for a in rep.findings],
+        "fleet_findings": [{"rule": a.rule, "severity": a.severity, "nodes": a.nodes, "messages": a.messages}
+                           for a in rep.fleet_findings],
+        "errors": [{"source": s, "message": m} for s, m in rep.errors],
+        "exit_code": rep.exit_code(),
+    }
+
+
+def render_json(rep: FleetReport) -> str:
+    return json.dumps(to_json(rep), indent=2) + "\n"
