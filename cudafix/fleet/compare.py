@@ -85,7 +85,9 @@ def _resolved_version(data: dict, prefix: str) -> str:
     for r in libs.get("resolutions") or ():
         if isinstance(r, dict) and str(r.get("soname", "")).startswith(prefix):
             return r.get("resolved_version") or (UNKNOWN if r.get("resolved") else "not found")
-    return UNSET if (libs.get("resolutions") or data.get("torch")) else UNKNOWN
+    if not data.get("torch"):
+        return "none"  # no torch: nothing loads it
+    return UNSET if libs.get("resolutions") else UNKNOWN
 
 
 def node_facts(data: dict) -> Dict[str, str]:
@@ -116,13 +118,15 @@ def content_key(data: dict) -> str:
     node = rest.get("node")
     if isinstance(node, dict):
         rest["node"] = {k: v for k, v in node.items() if k not in IDENTITY_NODE_FIELDS}
-    return hashlib.sha1(json.dumps(rest, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+    # Key order as written: snapshots written by cudafix share it; another order only costs a rule run.
+    return hashlib.sha1(json.dumps(rest, default=str, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
 def _name(data: dict, source: str) -> Tuple[str, Optional[str], Optional[str], Optional[str]]:
     node = data.get("node") if isinstance(data.get("node"), dict) else {}
     host, engine, nid = node.get("hostname"), node.get("engine"), node.get("node_id")
-    return (nid or host or source), host, engine, nid
+    short = nid[:12] if engine == "ray" and nid else nid  # Ray's node ids are 56 hex digits; 12 are unique
+    return (short or host or source), host, engine, nid
 
 
 def _natural(s: str) -> List[object]:

@@ -9,6 +9,7 @@ node with Ray's node id.  Ray is imported only here: it is not a dependency of c
 from __future__ import annotations
 
 import os
+import socket
 from typing import List, Optional, Tuple
 
 from cudafix.fleet.inputs import Document, InputError, parse_stream
@@ -26,7 +27,23 @@ def snapshot_task(node_id: str) -> str:
     return take_snapshot(env=env).to_json(indent=None)
 
 
+def _reachable(address: str, timeout: float = 5.0) -> Optional[str]:
+    """Why host:port takes no connection (None: it does).  ray.init itself retries for minutes."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return None  # a ray:// URL or a name ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 def gather(address: Optional[str] = None, timeout: float = 600) -> Tuple[List[Document], List[InputError]]:
+    if address:
+        why = _reachable(address)
+        if why:
+            raise EngineError("cannot connect to a Ray cluster at %s: %s" % (address, why))
     try:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -20,7 +20,8 @@ def _facts_line(facts: Dict[str, str]) -> str:
 def render_text(rep: FleetReport) -> str:
     out: List[str] = []
     n = len(rep.nodes)
-    verdict = "all nodes agree" if rep.agree else "%d groups: the nodes DISAGREE" % len(rep.groups)
+    verdict = ("no usable snapshot" if not n else "all nodes agree" if rep.agree
+               else "%d groups: the nodes DISAGREE" % len(rep.groups))
     out.append("cudafix fleet: %d node%s, %s" % (n, "" if n == 1 else "s", verdict))
     for src, msg in rep.errors:
         out.append("  could not use %s: %s" % (src, msg))
