@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from cudafix.fleet import compare, render
-from cudafix.fleet.inputs import parse_stream, read_path
+from cudafix.fleet.inputs import parse_stream
 from cudafix.knowledge import nccl as kn
 from cudafix.model.snapshot import Snapshot
 from cudafix.rules import nccl as rnccl
