@@ -28,9 +28,10 @@ ALLOWED: Dict[str, Set[str]] = {
     "render": {"model", "knowledge", "rules"},
     "hook": {"store", "plans"},
     "verify": {"model", "knowledge", "probes", "rules"},
-    "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook"},
+    "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook", "fleet"},
+    "fleet": {"model", "knowledge", "rules", "probes"},
     "plugins": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
-    "devtools": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
+    "devtools": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli", "fleet"},
 }
 TOP = {"__init__", "__main__"}  # cudafix/__init__.py (the version) and `python -m cudafix`
 MAX_LINES = 500

@@ -305,9 +305,11 @@ def test_explain_every_registered_rule():
     runner = CliRunner()
     listing = runner.invoke(cli.main, ["explain", "--list"])
     assert listing.exit_code == 0
+    from cudafix.fleet.checks import FLEET_RULES
+
     listed = [ln.split()[0] for ln in listing.stdout.splitlines()]
-    assert listed == [r.id for r in rules.REGISTRY]
-    for rule in rules.REGISTRY:
+    assert listed == [r.id for r in rules.REGISTRY] + [r.id for r in FLEET_RULES]
+    for rule in tuple(rules.REGISTRY) + FLEET_RULES:
         res = runner.invoke(cli.main, ["explain", rule.id])
         assert res.exit_code == 0, (rule.id, res.output)
         assert res.stdout.startswith(rule.id + "  (" + rule.severity)

@@ -348,11 +348,12 @@ def snapshot(output: Optional[str], **opts: Any) -> None:
 def explain(rule: Optional[str], list_: bool) -> None:
     """Explain RULE: cause, how it shows up, evidence used, fix, sources."""
     from cudafix import rules
+    from cudafix.fleet.checks import FLEET_RULES
 
     if list_ or not rule:
-        emit(report.render_rule_list(rules.REGISTRY, color=use_color()))
+        emit(report.render_rule_list(tuple(rules.REGISTRY) + FLEET_RULES, color=use_color()))
         return
-    found = rules.BY_ID.get(rule)
+    found = rules.BY_ID.get(rule) or {r.id: r for r in FLEET_RULES}.get(rule)
     if found is None:
         raise BadInput("unknown rule %r (see `cudafix explain --list`)" % rule)
     emit(report.render_explain(found, color=use_color()))

@@ -31,7 +31,10 @@ def _md(text: str) -> str:
 
 def render(registry: Optional[Sequence] = None) -> str:
     if registry is None:
-        from cudafix.rules import REGISTRY as registry
+        from cudafix.fleet.checks import FLEET_RULES
+        from cudafix.rules import REGISTRY
+
+        registry = tuple(REGISTRY) + FLEET_RULES  # fleet-* rules compare nodes: `cudafix fleet` judges them
     lines: List[str] = [HEADER, "| rule | severity | auto-fix | what it detects |", "| --- | --- | --- | --- |"]
     for r in registry:
         lines.append("| [`%s`](#%s) | %s | %s | %s |" % (r.id, r.id, r.severity, "yes" if r.auto else "no", _md(r.title)))
