@@ -64,8 +64,8 @@ def test_cuda_visible_devices_uuid_is_unknown():
 @pytest.mark.parametrize("driver,gpus,msg", [
     ("abc", [], "--assume-driver 'abc': not a driver version"),
     ("5.8", [], "--assume-driver '5.8'"),
-    (None, ["sm_9x"], "--assume-gpu 'sm_9x': not a GPU name or sm_XY"),
-    (None, ["Foo GPU"], "--assume-gpu 'Foo GPU': not a GPU name or sm_XY"),
+    (None, ["sm_9x"], "--assume-gpu 'sm_9x': not a GPU name cudafix knows"),
+    (None, ["Foo GPU"], "--assume-gpu 'Foo GPU': not a GPU name cudafix knows; give its compute capability as sm_XY"),
     (None, ["sm_99"], "--assume-gpu 'sm_99': no NVIDIA GPU has compute capability 9.9"),
 ])
 def test_bad_values(driver, gpus, msg):

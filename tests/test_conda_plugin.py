@@ -191,6 +191,28 @@ def test_render_health_all_clear_is_one_ok_line():
     assert text.splitlines() == ["OK! cudafix: no CUDA stack problems found (%s)." % report.summary_line(runs)]
 
 
+def test_render_health_never_puts_the_x_mark_beside_a_finding_cudafix_corrects():
+    """Issue 16: '❌' beside '(auto-fixed by cudafix)' for the same finding, and the --fix hint
+    printed with every hook installed."""
+    from cudafix.plugins import conda as conda_plugin
+    from cudafix.render import report
+
+    only_safe = synthetic_runs()[2:]  # one finding, its fix automatic
+    installed = conda_plugin.render_health(only_safe, ok_mark="OK!", x_mark="BAD!", hooks=True)
+    assert installed.startswith("OK! cudafix: %s, each corrected automatically" % report.summary_line(only_safe))
+    assert "BAD!" not in installed and "(corrected automatically by cudafix)" in installed
+    assert "--fix" not in installed
+    missing = conda_plugin.render_health(only_safe, ok_mark="OK!", x_mark="BAD!", hooks=False)
+    assert missing.startswith("BAD! ") and "OK!" not in missing
+    assert "corrected automatically" not in missing and "once its hooks are installed" in missing
+    assert "`conda doctor --fix cudafix` installs cudafix's missing hooks" in missing
+    absent = conda_plugin.render_health(only_safe, ok_mark="OK!", x_mark="BAD!", hooks=None)
+    assert absent.startswith("BAD! ") and "cudafix is not installed in this env" in absent
+    # advice is never "corrected": a finding that needs the user keeps the X mark, hooks or not
+    mixed = conda_plugin.render_health(synthetic_runs(), ok_mark="OK!", x_mark="BAD!", hooks=True)
+    assert mixed.startswith("BAD! ") and "--fix" not in mixed
+
+
 # -- on real (fake) env prefixes -------------------------------------------------------------------
 
 
@@ -235,6 +257,29 @@ def test_health_check_agrees_with_cudafix_check_for_the_prefix(env_prefix, capsy
     mark = "\u2705" if cli.returncode == 0 else "\u274c"
     assert out.startswith(mark + " cudafix: "), out
     assert summary in out
+
+
+def test_health_check_offers_the_fix_only_while_hooks_are_missing(env_prefix, capsys, monkeypatch):
+    from cudafix.plugins import conda as conda_plugin
+    from cudafix.render import report
+
+    # the findings: one that cudafix corrects (this machine may have none); the hooks' state is
+    # the env's own, asked through its `cudafix hooks status` as conda doctor does
+    runs = synthetic_runs()[2:]
+    assert all(f.auto for f in report.sorted_findings(runs))
+    monkeypatch.setattr(conda_plugin, "analyse_prefix", lambda prefix: (None, runs))
+    conda_plugin.health_check(str(env_prefix), False)
+    before = capsys.readouterr().out
+    assert "`conda doctor --fix cudafix` installs cudafix's missing hooks" in before
+    assert "corrected automatically" not in before
+    conda_plugin.fix_prefix(str(env_prefix), None, lambda msg: None)
+    capsys.readouterr()
+    conda_plugin.health_check(str(env_prefix), False)
+    after = capsys.readouterr().out
+    assert "--fix" not in after, after
+    assert "(corrected automatically by cudafix)" in after
+    for line in after.splitlines():
+        assert not ("\u274c" in line and "corrected automatically" in line), line
 
 
 def test_health_check_without_python_in_the_env(tmp_path, capsys):

@@ -34,7 +34,10 @@ from tests.test_packaging_wheel import (
     source_version,
 )
 
-RECIPE = REPO / "recipe" / "recipe.yaml"
+RECIPE = REPO / "recipe" / "recipe.yaml"  # conda-forge's
+LOCAL_RECIPE = REPO / "recipe" / "local" / "recipe.yaml"  # the offline local build
+# conda-forge's python_min comes from its global pinning; any value renders the recipe here
+CF_VARIANT = {"python_min": ["3.10"]}
 RUN_DEPENDS = ["python >=3.8", "click >=7", "packaging >=20", "nvidia-ml-py >=11"]
 
 
@@ -89,51 +92,60 @@ def channel(tmp_path_factory, build_python) -> dict:
 
 
 def test_recipe_version_is_the_package_version():
-    assert rattler_build.Stage0Recipe.from_file(str(RECIPE)).context["version"] == source_version()
+    for recipe in (RECIPE, LOCAL_RECIPE):
+        assert rattler_build.Stage0Recipe.from_file(str(recipe)).context["version"] == source_version(), recipe
 
 
-def _render(monkeypatch, offline_python):
-    if offline_python is None:
-        monkeypatch.delenv("CUDAFIX_OFFLINE_PYTHON", raising=False)
-    else:
-        monkeypatch.setenv("CUDAFIX_OFFLINE_PYTHON", offline_python)
-    variants = rattler_build.Stage0Recipe.from_file(str(RECIPE)).render()
-    assert len(variants) == 1
-    return variants[0].recipe.to_dict()
+def _render(recipe, variants=None):
+    config = rattler_build.VariantConfig(variants) if variants else None
+    rendered = rattler_build.Stage0Recipe.from_file(str(recipe)).render(config)
+    assert len(rendered) == 1
+    return rendered[0].recipe.to_dict()
 
 
-def test_recipe_conda_forge_form(monkeypatch):
-    r = _render(monkeypatch, None)
+INSTALL_STEPS = [  # after pip: what both recipes do to the prefix
+    "rm -f $PREFIX/site-packages/cudafix-*.dist-info/direct_url.json $PREFIX/lib/python*/site-packages/cudafix-*.dist-info/direct_url.json",
+    "sed -i '/^cudafix-[^/]*\\.dist-info\\/direct_url\\.json,/d' $PREFIX/site-packages/cudafix-*.dist-info/RECORD $PREFIX/lib/python*/site-packages/cudafix-*.dist-info/RECORD 2>/dev/null || true",
+    "mkdir -p $PREFIX/bin",
+    "install -m 0755 recipe/pre-unlink.sh $PREFIX/bin/.cudafix-pre-unlink.sh",
+    "install -m 0755 recipe/post-link.sh $PREFIX/bin/.cudafix-post-link.sh",
+]
+
+
+def test_recipe_conda_forge_form():
+    r = _render(RECIPE, CF_VARIANT)
     assert r["schema_version"] == 1
     assert r["package"] == {"name": "cudafix", "version": source_version()}
     assert r["build"]["noarch"] == "python"
-    assert r["build"]["script"] == "${{ PYTHON }} -m pip install . -vv --no-deps --no-build-isolation"
+    assert r["build"]["script"] == ["${{ PYTHON }} -m pip install . -vv --no-deps --no-build-isolation"] + INSTALL_STEPS
     assert r["build"]["python"]["entry_points"] == ["cudafix = cudafix.cli:main"]
-    assert r["requirements"]["host"] == ["python 3.8.*", "pip", "setuptools >=61", "wheel"]
-    assert r["requirements"]["run"] == RUN_DEPENDS
+    assert r["requirements"]["host"] == ["python 3.10.*", "pip", "setuptools >=61", "wheel"]
+    assert r["requirements"]["run"] == ["python >=3.10"] + RUN_DEPENDS[1:]
     kinds = [next(iter(t)) for t in r["tests"]]
     assert kinds == ["python", "script", "package_contents"]
+    assert r["tests"][0]["python"]["python_version"] == ["3.10.*", "*"]
     assert "cudafix --version" in r["tests"][1]["script"]
     assert r["about"]["license"] == "BSD-3-Clause"
+    assert "python_min" not in r["context"]  # conda-forge's global pinning decides
 
 
-def test_recipe_offline_form_is_the_same_recipe_without_host_requirements(monkeypatch):
-    online = _render(monkeypatch, None)
-    offline = _render(monkeypatch, "/opt/py/bin/python3")
-    assert offline["requirements"].get("host", []) == []
+def test_local_recipe_packages_what_the_conda_forge_recipe_does(monkeypatch):
+    monkeypatch.setenv("CUDAFIX_OFFLINE_PYTHON", "/opt/py/bin/python3")
+    cf = _render(RECIPE, CF_VARIANT)
+    local = _render(LOCAL_RECIPE)
+    assert local["requirements"].get("host", []) == []
+    assert local["context"]["offline_python"] == "/opt/py/bin/python3"
     # the same pip command, run by the named Python into the build prefix (the script's own
-    # ${{ }} are expanded by rattler-build when the script runs)
-    assert offline["context"]["offline_python"] == "/opt/py/bin/python3"
-    assert offline["build"]["script"] == (
+    # ${{ }} are expanded by rattler-build when the script runs), then the same steps
+    assert local["build"]["script"] == [
         '${{ offline_python }} -m pip install . -vv --no-deps --no-build-isolation --no-index --prefix "$PREFIX"'
-    )
-    assert online["context"]["offline_python"] == ""
-    # everything that ends up in the package's metadata is identical
-    for key in ("package", "about", "tests"):
-        assert offline[key] == online[key], key
-    assert offline["requirements"]["run"] == online["requirements"]["run"]
-    assert offline["build"]["noarch"] == online["build"]["noarch"]
-    assert offline["build"]["python"] == online["build"]["python"]
+    ] + INSTALL_STEPS
+    assert local["source"] == [{"path": "../.."}]  # use_gitignore: true is the default, not rendered
+    for key in ("package", "about"):
+        assert local[key] == cf[key], key
+    assert local["requirements"]["run"] == RUN_DEPENDS  # python >=3.8 here, conda-forge's python_min there
+    assert local["build"]["noarch"] == cf["build"]["noarch"]
+    assert local["build"]["python"] == cf["build"]["python"]
 
 
 # -- the artifact -------------------------------------------------------------------------------
@@ -197,8 +209,24 @@ def test_payload_holds_every_shipped_file(channel):
     entry_points = pkg[dist_info + "entry_points.txt"].decode()
     assert "[conda]" in entry_points and "cudafix = cudafix.plugins.conda" in entry_points
     # nothing but site-packages and the activation scripts; no compiled bytecode in noarch
-    assert all(n.startswith(("site-packages/", "etc/conda/activate.d/", "etc/conda/deactivate.d/")) for n in pkg), sorted(pkg)
+    # conda runs bin/.NAME-pre-unlink.sh / -post-link.sh (conda/core/link.py run_script); a
+    # noarch: python package carries bin/ as python-scripts/
+    assert pkg["python-scripts/.cudafix-pre-unlink.sh"] == (REPO / "recipe" / "pre-unlink.sh").read_bytes()
+    assert pkg["python-scripts/.cudafix-post-link.sh"] == (REPO / "recipe" / "post-link.sh").read_bytes()
+    scripts = {"python-scripts/.cudafix-pre-unlink.sh", "python-scripts/.cudafix-post-link.sh"}
+    assert all(n in scripts or n.startswith(("site-packages/", "etc/conda/activate.d/", "etc/conda/deactivate.d/"))
+               for n in pkg), sorted(pkg)
     assert not any(n.endswith((".pyc", ".pyo")) or "__pycache__" in n for n in pkg)
+
+
+def test_no_dead_build_path_is_recorded(channel):
+    """Issue 16: after a conda install, `pip freeze` showed cudafix @ file:///tmp/cudafix-rattler-build-.../work
+    (pip's direct_url.json of the build directory)."""
+    pkg = channel["conda"]["pkg"]
+    dist_info = "site-packages/cudafix-%s.dist-info/" % source_version()
+    assert dist_info + "direct_url.json" not in pkg
+    assert b"direct_url.json" not in pkg[dist_info + "RECORD"]
+    assert not any(b"file:///" in data for name, data in pkg.items() if name.startswith(dist_info))
 
 
 def test_info_carries_license_and_recipe(channel):

@@ -1,4 +1,4 @@
-"""Build cudafix's conda package from recipe/recipe.yaml and index a local conda channel.
+"""Build cudafix's conda package from recipe/local/recipe.yaml and index a local conda channel.
 
     python -m cudafix.devtools.channel OUTDIR [--python PATH] [--recipe FILE]
 
@@ -6,10 +6,11 @@ so that, before cudafix is on conda-forge, an env can get it with
 
     conda install -c ./OUTDIR -c conda-forge cudafix
 
-The build is the recipe's *offline form* (see the recipe's header): no host requirements, so no
-conda channel is needed; a Python that has pip, setuptools>=61 and the ``wheel`` package (the
-one running this script by default) installs cudafix into the build prefix with the same pip
-command the conda-forge form uses.  py-rattler-build builds the ``.conda``; py-rattler's
+The build uses recipe/local/recipe.yaml, the offline local build (see its header): no host
+requirements, so no conda channel is needed; a Python that has pip, setuptools>=61 and the
+``wheel`` package (the one running this script by default) installs cudafix into the build prefix
+with the same pip command as the conda-forge recipe (recipe/recipe.yaml).  py-rattler-build
+builds the ``.conda``; py-rattler's
 ``index_fs`` writes ``noarch/repodata.json``.  Run from a source checkout (the recipe is not in
 the wheel).  Needs: ``pip install py-rattler-build py-rattler``.
 """
@@ -25,7 +26,7 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
-OFFLINE_ENV = "CUDAFIX_OFFLINE_PYTHON"  # the recipe's switch to its offline form
+OFFLINE_ENV = "CUDAFIX_OFFLINE_PYTHON"  # the Python the local recipe's build runs
 
 
 class ChannelError(Exception):
@@ -37,7 +38,7 @@ def checkout_root() -> str:
 
 
 def default_recipe() -> str:
-    return os.path.join(checkout_root(), "recipe", "recipe.yaml")
+    return os.path.join(checkout_root(), "recipe", "local", "recipe.yaml")
 
 
 def recipe_version(recipe: str) -> str:
@@ -64,7 +65,7 @@ def check_version(recipe: str) -> str:
 
 
 def check_build_python(python: str) -> None:
-    """The offline form runs ``PYTHON -m pip install . --no-build-isolation``: it needs
+    """The local recipe runs ``PYTHON -m pip install . --no-build-isolation``: it needs
     pip, setuptools>=61 and a bdist_wheel (the ``wheel`` package, or setuptools>=70.1)."""
     # Read versions from metadata: importing (or find_spec-ing) pip next to setuptools trips
     # setuptools' distutils shim.
@@ -97,7 +98,7 @@ def check_build_python(python: str) -> None:
 
 
 def build_package(recipe: str, python: str, workdir: str) -> str:
-    """Build the .conda (offline form) under ``workdir``; return its path."""
+    """Build the .conda (local recipe) under ``workdir``; return its path."""
     from rattler_build import Stage0Recipe, ToolConfiguration
 
     old = os.environ.get(OFFLINE_ENV)
@@ -165,7 +166,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     parser.add_argument("outdir", help="channel directory (created; gets noarch/ and repodata.json)")
     parser.add_argument("--python", help="Python that runs pip in the build (default: this one)")
-    parser.add_argument("--recipe", help="recipe file (default: recipe/recipe.yaml of this checkout)")
+    parser.add_argument("--recipe", help="recipe file (default: recipe/local/recipe.yaml of this checkout)")
     args = parser.parse_args(argv)
     try:
         pkg = build_channel(args.outdir, python=args.python, recipe=args.recipe)

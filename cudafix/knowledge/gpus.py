@@ -1,12 +1,17 @@
 """GPU product -> compute capability, and which CUDA toolkits support which SM
 (facts-driver.md §3a-§3c).
+
+A name is looked up first in gpu_names.py, generated from NVIDIA's CUDA GPU lists and pci.ids
+(cudafix/devtools/gpu_names.py, sources in tests/fixtures/gpus/), then in the family patterns of
+GPU_CC below; a miss answers None (unknown), and --assume-gpu suggests the nearest names.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from cudafix.knowledge import (
     DERIVED,
@@ -16,6 +21,7 @@ from cudafix.knowledge import (
     version_tuple,
 )
 from cudafix.knowledge.arch import parse_cc
+from cudafix.knowledge.gpu_keys import name_key, name_keys
 
 CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus; " + FACTS_DRIVER + " §3c"
 LEGACY_GPUS = "https://developer.nvidia.com/cuda-legacy-gpus; " + FACTS_DRIVER + " §3c"
@@ -96,10 +102,58 @@ def normalize_name(name: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+def _named() -> Dict[str, GpuCC]:
+    """lookup key -> row, from NVIDIA's lists and pci.ids (knowledge/gpu_names.py, generated)."""
+    global _NAMED
+    if _NAMED is None:
+        from cudafix.knowledge import gpu_names
+
+        table: Dict[str, GpuCC] = {}
+        for product, key, cc, src, via in gpu_names.ROWS:
+            status, where = gpu_names.SOURCES[src]
+            table.setdefault(key, GpuCC(product, "key " + key, cc, where + ("; " + via if via else ""), status))
+        _NAMED = table
+    return _NAMED
+
+
+_NAMED: Optional[Dict[str, GpuCC]] = None
+
+
+def named_row(name: str) -> Optional[GpuCC]:
+    """The row of a name NVIDIA's list or pci.ids spells this way (any case, with or without
+    "NVIDIA"/"GeForce"/"Tesla"/"Quadro", form factor, memory size, "Laptop GPU"); a short
+    form with a letter ("a6000", "A10G") when it ends exactly one known name."""
+    table = _named()
+    for key in name_keys(name):
+        if key in table:
+            return table[key]
+    key = name_key(name)
+    if key and re.search(r"[A-Z]", key):
+        hits = {table[k].cc: table[k] for k in table if k.endswith(" " + key)}
+        if len(hits) == 1:
+            return next(iter(hits.values()))
+    return None
+
+
+def suggest(name: str, n: int = 3) -> List[str]:
+    """Known product names nearest to ``name`` (for a typo): NVIDIA's spelling, best first."""
+    table = _named()
+    key = name_key(name)
+    out: List[str] = []
+    for k in difflib.get_close_matches(key, list(table), n=n * 3, cutoff=0.5):
+        product = table[k].product
+        if product not in out:
+            out.append(product)
+    return out[:n]
+
+
 def gpu_row(name: str) -> Optional[GpuCC]:
     norm = normalize_name(name)
     if not norm:
         return None
+    row = named_row(name)
+    if row is not None:
+        return row
     for row in GPU_CC:
         if re.search(row.pattern, norm):
             return row
@@ -208,7 +262,10 @@ def parse_gpu_spec(spec: str) -> Tuple[Optional[str], str]:
         return None, "%d.%d" % (major, minor)
     cc = compute_capability(text)
     if cc is None:
-        raise ValueError("%r: not a GPU name or sm_XY" % spec)
+        near = suggest(text)
+        hint = (" (did you mean %s?)" % " or ".join(repr(n) for n in near)) if near else ""
+        raise ValueError("%r: not a GPU name cudafix knows%s; give its compute capability as sm_XY "
+                         "(e.g. sm_86) or NAME=X.Y" % (spec, hint))
     return text, cc
 
 

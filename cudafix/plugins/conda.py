@@ -75,9 +75,13 @@ def analyse_prefix(prefix: str):
 # -- the health check ---------------------------------------------------------------------------
 
 
-def render_health(runs: Sequence, verbose: bool = False, ok_mark: str = _OK_MARK, x_mark: str = _X_MARK) -> str:
-    """conda-doctor style text: one ✅ line when nothing is wrong, else ❌ and one line per finding
-    (verbose: the whole `cudafix check` report, evidence and fixes included)."""
+def render_health(runs: Sequence, verbose: bool = False, ok_mark: str = _OK_MARK, x_mark: str = _X_MARK,
+                  hooks: Optional[bool] = None) -> str:
+    """conda-doctor style text: ✅ when nothing is wrong or everything wrong is corrected by
+    cudafix's installed hooks, else ❌; one line per finding (verbose: the whole `cudafix check`
+    report).  ``hooks``: True = installed in the env, False = incomplete, None = cudafix is not
+    installed there.  A safe fix is "corrected automatically" only with the hooks installed; the
+    `--fix` hint appears only when they are not."""
     from cudafix.render import report
 
     findings = report.sorted_findings(runs)
@@ -87,19 +91,45 @@ def render_health(runs: Sequence, verbose: bool = False, ok_mark: str = _OK_MARK
         if verbose:
             lines.extend("  " + ln for ln in report.render_check(runs).rstrip("\n").splitlines())
         return "\n".join(lines) + "\n"
-    lines = ["%s cudafix: %s" % (x_mark, summary)]
+    corrected = hooks is True
+    handled = corrected and all(f.auto for f in findings)
+    if handled:
+        lines = ["%s cudafix: %s, each corrected automatically by cudafix's hooks in this env" % (ok_mark, summary)]
+    else:
+        lines = ["%s cudafix: %s" % (x_mark, summary)]
     if verbose:
         lines.extend("  " + ln for ln in report.render_check(runs).rstrip("\n").splitlines())
     else:
         for f in findings:
             subject = " [%s]" % f.subject if f.subject else ""
-            auto = " (auto-fixed by cudafix)" if f.auto else ""
+            if f.auto:
+                auto = " (corrected automatically by cudafix)" if corrected else " (cudafix corrects this once its hooks are installed)"
+            else:
+                auto = ""
             lines.append("  %s %s%s: %s%s" % (f.severity, f.rule, subject, f.message, auto))
             if f.fix and not f.auto:
                 for cmd in f.fix.commands:
                     lines.append("      $ %s" % cmd)
-    lines.append("  `cudafix status` in this env shows the whole stack; `conda doctor --fix cudafix` installs the hooks.")
+    hint = "  `cudafix status` in this env shows the whole stack"
+    if hooks is False:
+        hint += "; `conda doctor --fix cudafix` installs cudafix's missing hooks"
+    elif hooks is None and any(f.auto for f in findings):
+        hint += "; cudafix is not installed in this env, so nothing corrects these (`conda doctor --fix cudafix` says how to install it)"
+    lines.append(hint + ".")
     return "\n".join(lines) + "\n"
+
+
+def hooks_state(prefix: str) -> Optional[bool]:
+    """True: the env's hooks are all installed; False: cudafix is there but hooks are missing;
+    None: cudafix is not installed in the env (or cannot be asked)."""
+    python = prefix_python(prefix)
+    if python is None or not env_has_cudafix(python):
+        return None
+    try:
+        installed, _lines = hooks_status(python, prefix)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return installed
 
 
 def health_check(prefix: str, verbose: bool) -> None:
@@ -113,7 +143,10 @@ def health_check(prefix: str, verbose: bool) -> None:
     except Exception as exc:  # report, never take `conda doctor` down
         print("%s cudafix could not inspect %s: %s: %s\n" % (x_mark, prefix, type(exc).__name__, exc))
         return
-    print(render_health(runs, verbose=verbose, ok_mark=ok_mark, x_mark=x_mark))
+    from cudafix.render import report
+
+    hooks = hooks_state(prefix) if report.sorted_findings(runs) else None
+    print(render_health(runs, verbose=verbose, ok_mark=ok_mark, x_mark=x_mark, hooks=hooks))
 
 
 # -- the fixer ----------------------------------------------------------------------------------
