@@ -147,8 +147,19 @@ def _header(out: _Out, snap: Snapshot, origin: str) -> None:
     if snap.assumed:
         parts = ["%s=%s" % (k, _assumed_value(v)) for k, v in sorted(snap.assumed.items())]
         out.add("  " + out.style("what-if: assumed " + "; ".join(parts), WARNING))
+        line = no_torch_line(snap)
+        if line:
+            out.add("  " + out.style(line, WARNING))
     for name in sorted(snap.probe_errors):
         out.add("  " + out.style("probe %s failed: %s" % (name, snap.probe_errors[name]), UNKNOWN))
+
+
+def no_torch_line(snap: Snapshot) -> Optional[str]:
+    """What-if mode in an env without torch: say once that there is no torch to judge."""
+    if not snap.assumed or snap.torch or "torch" in snap.probe_errors:
+        return None
+    where = snap.python.executable or "this environment"
+    return "what-if: no torch installed for %s, so no torch build to judge; the driver-vs-GPU rules still run" % where
 
 
 def _assumed_value(v: Any) -> str:
@@ -515,6 +526,9 @@ def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Sn
     if snap is not None and snap.assumed:
         parts = ["%s=%s" % (k, _assumed_value(v)) for k, v in sorted(snap.assumed.items())]
         out.add(out.style("what-if: assumed " + "; ".join(parts), WARNING))
+        line = no_torch_line(snap)
+        if line:
+            out.add(out.style(line, WARNING))
     _findings(out, runs)
     return out.text()
 

@@ -107,6 +107,7 @@ RULES = (
         severity=ERROR,
         title="The toolkit extension builds use (CUDA_HOME / CUDA_PATH / nvcc) differs from torch's CUDA",
         check=check_cuda_home,
+        needs=("torch", "toolkits"),
         auto=True,
         cause="torch came with its own CUDA runtime (pip wheel or conda), but torch.utils.cpp_extension compiles extensions with the toolkit it finds first: CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda. When that toolkit's major differs from torch.version.cuda, builds fail; a different minor only warns. Error for a major mismatch (extension builds), warning for a minor one.",
         symptoms=(
