@@ -29,6 +29,22 @@ def _driver_fix(rows: List[ad.ArchDrivers], too_new: bool) -> Fix:
 def check_driver_gpu(snap: Snapshot) -> Iterable[Outcome]:
     dv = driver_version(snap)
     gpus = snap.gpus.gpus
+    hw = snap.hardware
+    if (not gpus and hw is not None and hw.nvidia_pci and dv and snap.gpus.found_via.get("gpus") == "NVML"
+            and "driver" not in snap.assumed and "gpus" not in snap.assumed):
+        # NVML answered and listed nothing, yet the PCI bus holds NVIDIA GPUs: the loaded driver
+        # ignores them (a branch too new or too old for the architecture, an open kernel module
+        # on a pre-Turing GPU); the kernel log names the reason.
+        n = len(hw.nvidia_pci)
+        return [problem(
+            "driver %s is loaded but drives none of the %d NVIDIA GPU%s on the PCI bus" % (dv, n, "" if n == 1 else "s"),
+            [hardware_evidence(snap),
+             "NVML (driver %s) lists no GPU: the driver ignores %s" % (dv, "it" if n == 1 else "them"),
+             "the kernel log says why (`dmesg | grep NVRM`): e.g. \"supported through the NVIDIA 580.xx Legacy drivers\" (a branch past the architecture's last, %s), or an open kernel module on a GPU without GSP (before Turing)" % ad.MATRIX,
+             "in a container: the GPUs may simply not be passed in (docker run --gpus all)"],
+            fix=Fix(summary="install a driver branch that supports this GPU (the kernel log names it; Maxwell/Pascal/Volta: R580 or older, proprietary kernel module), then reboot",
+                    commands=("sudo dmesg | grep NVRM",)),
+            subject="GPU")]
     if not gpus:
         if nvidia_hardware(snap):
             why = snap.gpus.unknown.get("gpus") or "no GPU list"
