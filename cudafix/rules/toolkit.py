@@ -124,9 +124,9 @@ def check_cuda_home(snap: Snapshot) -> Iterable[Outcome]:
         return [ok("no CUDA toolkit found (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda): nothing to mismatch; extension builds would need one", subject="CUDA_HOME")]
     home = tks.cuda_home
     via = tks.cuda_home_via or "?"
-    if via in _VARS and _points_nowhere(snap, via):
-        return [ok("%s points at no toolkit (reported by cuda-home-missing)" % via, subject="CUDA_HOME")]
     tk = _toolkit_at(snap, home)
+    if via in _VARS and (tk is None or not tk.version) and _points_nowhere(snap, via):
+        return [ok("%s points at no toolkit (reported by cuda-home-missing)" % via, subject="CUDA_HOME")]
     if tk is None or not tk.version:
         why = (tk.unknown if tk else None) or "no version.json / version.txt / nvcc version recorded for it"
         return [unknown("toolkit %s (via %s): version unknown" % (home, via), why, subject="CUDA_HOME")]
