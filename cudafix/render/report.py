@@ -212,9 +212,23 @@ def _gpu_line(out: _Out, g: GPU, cuda_index: Optional[int], visibility_known: bo
     return "  " + "  ".join(parts)
 
 
+def _hardware_row(out: _Out, snap: Snapshot) -> None:
+    """What the PCI bus says, independent of the driver (Snapshot.hardware)."""
+    hw = snap.hardware
+    if hw is None:
+        _row(out, "PCI", out.style(unknown_text("not probed (snapshot from an older cudafix)"), UNKNOWN))
+    elif hw.unknown and not hw.dxg:
+        _row(out, "PCI", out.style(unknown_text(hw.unknown), UNKNOWN))
+    else:
+        found = ["%s (%s)" % (d.address, d.device_id or "?") for d in hw.nvidia_pci] + (["/dev/dxg (WSL 2)"] if hw.dxg else [])
+        _row(out, "PCI", "NVIDIA GPU hardware: " + ", ".join(found) if found else "no NVIDIA GPU hardware (a CPU-only machine)",
+             hw.found_via)
+
+
 def _gpus(out: _Out, snap: Snapshot) -> None:
     info = snap.gpus
     out.section("GPUs")
+    _hardware_row(out, snap)
     if not info.gpus:
         if info.unknown:
             for key in sorted(info.unknown):
