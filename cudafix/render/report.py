@@ -226,9 +226,13 @@ def _hardware_row(out: _Out, snap: Snapshot) -> None:
 
 
 def _gpus(out: _Out, snap: Snapshot) -> None:
-    info = snap.gpus
     out.section("GPUs")
+    _gpu_rows(out, snap)
     _hardware_row(out, snap)
+
+
+def _gpu_rows(out: _Out, snap: Snapshot) -> None:
+    info = snap.gpus
     if not info.gpus:
         if info.unknown:
             for key in sorted(info.unknown):
