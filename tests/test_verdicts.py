@@ -276,6 +276,11 @@ def test_build_findings_never_reach_the_hook_but_show_in_check():
         assert rid not in [w[0] for w in entry.warns], name
         msg = [f for f in found if f.rule == rid][0]
         assert "CUDA extension builds" in msg.message
+        # activation (and status / check) still report it
+        from cudafix.plans import activation
+
+        summary = activation.plan_from_findings([msg], {}).summary
+        assert ("CUDA_HOME \u2192 /usr/local/cuda-11.3" in summary) if msg.auto else ("1 error" in summary), summary
     # a runtime finding still does
     found = rules.findings(rules.run(Snapshot.load(str(SNAPS / "h200_launch_blocking.json"))))
     assert "launch-blocking" in [w[0] for w in hookplan.build_entry(found, {}, []).warns]

@@ -16,6 +16,7 @@ from cudafix.rules._util import (
     driver_version,
     gpu_label,
     major_minor,
+    nvidia_hardware,
     ok,
     problem,
     recommend_commands,
@@ -46,6 +47,8 @@ def check_cpu_only(snap: Snapshot) -> Iterable[Outcome]:
         return [unknown("whether %s is a CUDA build is unknown" % torch_label(t), why, subject="torch")]
     gpus = snap.gpus.gpus
     if not gpus and not _driver_present(snap):
+        if nvidia_hardware(snap):
+            return [ok("%s is a CPU build; the NVIDIA GPU on the PCI bus has no driver (see no-driver)" % torch_label(t), subject="torch")]
         return [ok("%s is a CPU build and there is no NVIDIA GPU or driver" % torch_label(t), subject="torch")]
     if not gpus:
         why = snap.gpus.unknown.get("gpus")
