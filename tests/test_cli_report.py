@@ -68,8 +68,13 @@ def test_check_on_the_cuda_venv_without_driver(torch_cu_python):
     assert "no-driver" in [f["rule"] for f in doc["findings"]]
     assert r.returncode == (1 if "error" in severities else 0), r.stderr
     strict = run_cudafix(torch_cu_python, "check", "--strict")
-    assert strict.returncode == 1  # no-driver is at least a warning
-    assert re.search(r"^  (error|warning) +no-driver", strict.stdout, re.M), strict.stdout
+    # issue 12: without NVIDIA hardware (no 0x10de function on this machine's PCI bus) the CUDA
+    # build simply runs on the CPU: a note, and --strict passes; with the hardware, an error.
+    import pathlib
+
+    nvidia = "0x10de" in [p.read_text().strip() for p in pathlib.Path("/sys/bus/pci/devices").glob("*/vendor")]
+    assert strict.returncode == (1 if nvidia else 0), strict.stdout
+    assert re.search(r"^  (error|info) +no-driver", strict.stdout, re.M), strict.stdout
 
 
 def test_cpu_venv_is_healthy(torch_cpu_python):

@@ -72,8 +72,16 @@ EXPECT = {
     "mixed_gpus_device_order.json": {"device-order": ("warning", ["RTX 3090", "RTX 4090"], False)},
     "onediff_cu124_minor_compat.json": {"driver-minor-compat": ("warning", ["535.183.01", "12.2", "12.4"], False)},
     "birefnet_alloc_conf_invalid.json": {"alloc-conf-invalid": ("error", ["expandable_segments", "2.0.1"], True)},
-    # recorded on this project's GPU-less dev box: CUDA torch, no driver -> warning (no GPU seen)
-    "real_torch_cu_no_driver.json": {"no-driver": ("warning", ["2.14.1+cu130"], False)},
+    # recorded on this project's GPU-less dev box by a cudafix without the PCI probe: whether the
+    # machine has an NVIDIA GPU is unknown, so no-driver says unknown (test_old_snapshot_...)
+    "real_torch_cu_no_driver.json": {},
+    # the same box recorded with the PCI probe: no NVIDIA device -> a note, never a warning
+    "real_torch_cu_cpu_only_machine.json": {"no-driver": ("info", ["CPU-only machine", "2.14.1+cu130", "0x10de"], False)},
+    # issue 12: a loaded driver that ignores the GPU on the PCI bus (open module on a Pascal Tesla P4)
+    "truenas_p4_driver_ignores_gpu.json": {"driver-gpu-unsupported": ("error", ["580.178.04", "0x1bb3", "drives none"], False)},
+    # issue 12: CUDA_HOME at a directory that does not exist (recorded here; a build-time finding)
+    "real_cuda_home_missing.json": {"cuda-home-missing": ("error", ["/usr/local/cuda-11.8", "does not exist", "building CUDA extensions"], False),
+                                    "no-driver": ("info", ["CPU-only machine"], False)},
     # healthy counterparts
     "h200_healthy.json": {},
     "onediff_driver_ok.json": {},

@@ -48,9 +48,18 @@ def test_torch_cu_venv_on_assumed_h200_is_clean(torch_cu_python):
 
 
 def test_torch_cu_venv_without_driver_says_no_driver(torch_cu_python):
+    import pathlib
+
     snap = snapshot(torch_cu_python)
     got = {f.rule: f for f in rules.findings(rules.run(snap))}
-    assert got["no-driver"].severity == "warning"  # a CUDA build, but no GPU seen: not an error
+    # ground truth without cudafix: does the PCI bus hold an NVIDIA (0x10de) function?
+    nvidia = "0x10de" in [p.read_text().strip() for p in pathlib.Path("/sys/bus/pci/devices").glob("*/vendor")]
+    if nvidia:
+        assert got["no-driver"].severity == "error"  # NVIDIA hardware without a driver
+    else:
+        # issue 12: a CPU-only machine with PyPI's CUDA torch is healthy: a note, no warning
+        assert got["no-driver"].severity == "info"
+        assert serious(snap) == []
 
 
 def test_empty_cuda_visible_devices_hides_the_assumed_h200(torch_cu_python):

@@ -293,14 +293,15 @@ def status(as_json: bool, verbose: bool, **opts: Any) -> None:
 @click.command("check")
 @source_options
 @rule_options
-@click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings and unknowns too.")
 @click.option("--json", "as_json", is_flag=True, help="Print the cudafix.status/1 JSON document.")
 @guarded
 def check(strict: bool, as_json: bool, **opts: Any) -> None:
-    """Print the findings; exit 0 (no errors), 1 (errors; warnings too with --strict), 2 (could not run)."""
+    """Print the findings; exit 0 (no errors), 1 (errors; warnings and unknowns too with --strict), 2 (could not run)."""
     snap, _origin, runs = analyse(opts)
     c = report.counts(report.sorted_findings(runs))
-    code = EXIT_FINDINGS if c[ERROR] or (strict and c[WARNING]) else EXIT_OK
+    undecided = bool(report.unknowns(runs))  # --strict: what could not be checked is not a pass
+    code = EXIT_FINDINGS if c[ERROR] or (strict and (c[WARNING] or undecided)) else EXIT_OK
     if as_json:
         emit(_json(report.status_document(snap, runs)))
     else:

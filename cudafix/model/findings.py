@@ -17,6 +17,13 @@ WARNING = "warning"
 INFO = "info"
 SEVERITIES = (ERROR, WARNING, INFO)
 
+# What a rule's findings are about (docs/hook.md): RUNTIME problems break, hide or slow what a
+# process does after `import torch`, so the startup hook warns about them; BUILD problems matter
+# only when building CUDA extensions (activation, `status` and `check` show them, the hook never).
+RUNTIME = "runtime"
+BUILD = "build"
+SCOPES = (RUNTIME, BUILD)
+
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
@@ -40,6 +47,7 @@ class Finding:
     evidence: Tuple[str, ...] = ()
     fix: Optional[Fix] = None
     subject: str = ""
+    scope: str = RUNTIME  # RUNTIME | BUILD: the rule's scope (BUILD findings never reach the hook)
 
     @property
     def auto(self) -> bool:
@@ -54,6 +62,7 @@ class Finding:
             "fix": self.fix.to_dict() if self.fix else None,
             "auto": self.auto,
             "subject": self.subject,
+            "scope": self.scope,
         }
 
     @classmethod
@@ -65,6 +74,7 @@ class Finding:
             evidence=tuple(d.get("evidence", ())),
             fix=Fix.from_dict(d["fix"]) if d.get("fix") else None,
             subject=d.get("subject", ""),
+            scope=d.get("scope", RUNTIME),
         )
 
 
@@ -86,6 +96,11 @@ class Rule:
     evidence_used: str = ""
     fix_text: str = ""
     sources: Tuple[str, ...] = ()
+    # The probes (snapshot sections) whose facts the rule needs: when one of them failed
+    # (snapshot.probe_errors) the runner answers `unknown` with the probe's error, never `ok`.
+    # Names: driver, gpus, hardware, torch, torchvision, toolkits, libraries, jit_cache, env, python.
+    needs: Tuple[str, ...] = ()
+    scope: str = RUNTIME  # RUNTIME | BUILD (see SCOPES)
 
 
 @dataclasses.dataclass
@@ -98,7 +113,7 @@ class RuleRun:
 
     @property
     def verdict(self) -> str:
-        if self.error:
+        if self.error or not self.outcomes:  # a rule that said nothing decided nothing
             return UNKNOWN
         verdicts = {o.verdict for o in self.outcomes}
         if PROBLEM in verdicts:
@@ -116,6 +131,7 @@ class RuleRun:
                 evidence=o.evidence,
                 fix=o.fix,
                 subject=o.subject,
+                scope=self.rule.scope,
             )
             for o in self.outcomes
             if o.verdict == PROBLEM

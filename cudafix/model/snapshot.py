@@ -55,6 +55,30 @@ class GPU:
 
 
 @dataclasses.dataclass
+class PciDevice:
+    """One NVIDIA display/3D controller on the PCI bus (read from sysfs, no driver needed)."""
+
+    address: str  # "0000:01:00.0"
+    device_id: str = ""  # "0x2335"
+    pci_class: str = ""  # "0x030200"
+
+
+@dataclasses.dataclass
+class Hardware:
+    """Whether the machine has NVIDIA GPU hardware at all, decided without the driver.
+
+    PCI vendor 0x10de with a display class (0x03xxxx) under /sys/bus/pci/devices, plus WSL's
+    /dev/dxg (GPU paravirtualisation: the Windows host's GPU).  A snapshot without this section
+    (written by an older cudafix) has ``Snapshot.hardware = None``: unknown, never "no GPU".
+    """
+
+    nvidia_pci: List[PciDevice] = dataclasses.field(default_factory=list)
+    dxg: bool = False  # /dev/dxg exists (WSL 2)
+    found_via: str = ""  # what was read
+    unknown: Optional[str] = None  # why the PCI bus could not be read (then nothing is known)
+
+
+@dataclasses.dataclass
 class GPUInfo:
     """The GPUs of the machine and which of them CUDA will enumerate."""
 
@@ -242,6 +266,7 @@ class Snapshot:
     env: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # the CUDA/torch variables that are set
     assumed: Dict[str, Any] = dataclasses.field(default_factory=dict)  # what --assume-* replaced
     probe_errors: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # probe name -> error
+    hardware: Optional[Hardware] = None  # None: not probed (older snapshot) -- unknown
 
     # -- JSON round trip -------------------------------------------------------------------
 

@@ -104,7 +104,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     ``root`` / ``usr_local`` move /sys, /proc and /usr/local for tests; ``use_nvml`` /
     ``call_driver_api`` / ``scan_arch`` switch off the heavier probes.
     """
-    from cudafix.probes import driver, environment, gpus, host, node, toolkits, torch_build
+    from cudafix.probes import driver, environment, gpus, host, node, pci, toolkits, torch_build
 
     env = dict(os.environ if env is None else env)
     snap = Snapshot(created=_now(), cudafix_version=__version__, source="probed")
@@ -136,6 +136,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     drv = _guard(snap, "driver", lambda: driver.probe_driver(env, root=root, call_driver_api=call_driver_api))
     if drv is not None:
         snap.driver = drv
+
+    snap.hardware = _guard(snap, "hardware", lambda: pci.probe_hardware(root=root))
 
     g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
     if g is not None:

@@ -147,8 +147,19 @@ def _header(out: _Out, snap: Snapshot, origin: str) -> None:
     if snap.assumed:
         parts = ["%s=%s" % (k, _assumed_value(v)) for k, v in sorted(snap.assumed.items())]
         out.add("  " + out.style("what-if: assumed " + "; ".join(parts), WARNING))
+        line = no_torch_line(snap)
+        if line:
+            out.add("  " + out.style(line, WARNING))
     for name in sorted(snap.probe_errors):
         out.add("  " + out.style("probe %s failed: %s" % (name, snap.probe_errors[name]), UNKNOWN))
+
+
+def no_torch_line(snap: Snapshot) -> Optional[str]:
+    """What-if mode in an env without torch: say once that there is no torch to judge."""
+    if not snap.assumed or snap.torch or "torch" in snap.probe_errors:
+        return None
+    where = snap.python.executable or "this environment"
+    return "what-if: no torch installed for %s, so no torch build to judge; the driver-vs-GPU rules still run" % where
 
 
 def _assumed_value(v: Any) -> str:
@@ -201,9 +212,27 @@ def _gpu_line(out: _Out, g: GPU, cuda_index: Optional[int], visibility_known: bo
     return "  " + "  ".join(parts)
 
 
+def _hardware_row(out: _Out, snap: Snapshot) -> None:
+    """What the PCI bus says, independent of the driver (Snapshot.hardware)."""
+    hw = snap.hardware
+    if hw is None:
+        _row(out, "PCI", out.style(unknown_text("not probed (snapshot from an older cudafix)"), UNKNOWN))
+    elif hw.unknown and not hw.dxg:
+        _row(out, "PCI", out.style(unknown_text(hw.unknown), UNKNOWN))
+    else:
+        found = ["%s (%s)" % (d.address, d.device_id or "?") for d in hw.nvidia_pci] + (["/dev/dxg (WSL 2)"] if hw.dxg else [])
+        _row(out, "PCI", "NVIDIA GPU hardware: " + ", ".join(found) if found else "no NVIDIA GPU hardware (a CPU-only machine)",
+             hw.found_via)
+
+
 def _gpus(out: _Out, snap: Snapshot) -> None:
-    info = snap.gpus
     out.section("GPUs")
+    _gpu_rows(out, snap)
+    _hardware_row(out, snap)
+
+
+def _gpu_rows(out: _Out, snap: Snapshot) -> None:
+    info = snap.gpus
     if not info.gpus:
         if info.unknown:
             for key in sorted(info.unknown):
@@ -515,6 +544,9 @@ def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Sn
     if snap is not None and snap.assumed:
         parts = ["%s=%s" % (k, _assumed_value(v)) for k, v in sorted(snap.assumed.items())]
         out.add(out.style("what-if: assumed " + "; ".join(parts), WARNING))
+        line = no_torch_line(snap)
+        if line:
+            out.add(out.style(line, WARNING))
     _findings(out, runs)
     return out.text()
 

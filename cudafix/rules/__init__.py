@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, List, Optional, Tuple
 
-from cudafix.model.findings import Finding, Rule, RuleRun
+from cudafix.model.findings import UNKNOWN, Finding, Outcome, Rule, RuleRun
 from cudafix.model.snapshot import Snapshot
 
 
@@ -45,15 +45,38 @@ def select(only: Optional[Iterable[str]] = None, skip: Optional[Iterable[str]] =
     return tuple(r for r in rules if r.id not in skip_l)
 
 
+# Facts a what-if (--assume-driver / --assume-gpu) replaces: a failed probe of them no longer matters.
+_ASSUMED_BY = {"driver": "driver", "gpus": "gpus"}
+
+
+def missing_facts(rule: Rule, snapshot: Snapshot) -> List[str]:
+    """Why ``rule`` cannot be judged on ``snapshot``: one reason per needed probe that failed."""
+    out: List[str] = []
+    for need in rule.needs:
+        if _ASSUMED_BY.get(need) in snapshot.assumed:
+            continue
+        err = snapshot.probe_errors.get(need)
+        if err:
+            out.append("the %s probe failed: %s" % (need, err))
+    return out
+
+
+def run_one(rule: Rule, snapshot: Snapshot) -> RuleRun:
+    """One rule on one snapshot; never ``ok`` by default (a failed needed probe or no outcome is unknown)."""
+    missing = missing_facts(rule, snapshot)
+    if missing:
+        return RuleRun(rule, [Outcome(UNKNOWN, "not judged: %s" % "; ".join(missing))])
+    try:
+        outcomes = list(rule.check(snapshot))
+    except Exception as exc:  # a buggy rule must not take the report down
+        return RuleRun(rule, [], error="%s: %s" % (type(exc).__name__, exc))
+    if not outcomes:
+        outcomes = [Outcome(UNKNOWN, "the rule reached no verdict on this snapshot")]
+    return RuleRun(rule, outcomes)
+
+
 def run(snapshot: Snapshot, rules: Optional[Tuple[Rule, ...]] = None) -> List[RuleRun]:
-    runs: List[RuleRun] = []
-    for rule in rules if rules is not None else REGISTRY:
-        try:
-            outcomes = list(rule.check(snapshot))
-            runs.append(RuleRun(rule, outcomes))
-        except Exception as exc:  # a buggy rule must not take the report down
-            runs.append(RuleRun(rule, [], error="%s: %s" % (type(exc).__name__, exc)))
-    return runs
+    return [run_one(rule, snapshot) for rule in (rules if rules is not None else REGISTRY)]
 
 
 def findings(runs: List[RuleRun]) -> List[Finding]:

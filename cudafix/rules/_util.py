@@ -116,6 +116,40 @@ def no_nvidia(snap: Snapshot) -> bool:
     return not snap.gpus.gpus and not d.kernel_version and not d.libcuda_path and not d.wsl and "driver" not in snap.assumed
 
 
+def nvidia_hardware(snap: Snapshot) -> Optional[bool]:
+    """Is there NVIDIA GPU hardware?  Decided from the hardware, not from the driver.
+
+    True: a GPU is listed (NVML, /proc/driver/nvidia or --assume-gpu), or the PCI bus has an
+    NVIDIA display/3D device, or WSL's /dev/dxg exists.  False: the PCI bus was read and holds
+    none.  None: unknown (a snapshot without the hardware section, or an unreadable PCI bus).
+    """
+    if snap.gpus.gpus or "gpus" in snap.assumed:
+        return True
+    hw = snap.hardware
+    if hw is None:
+        return None
+    if hw.nvidia_pci or hw.dxg:
+        return True
+    if hw.unknown:
+        return None
+    return False
+
+
+def hardware_evidence(snap: Snapshot) -> str:
+    """One sentence on what the hardware probe saw."""
+    hw = snap.hardware
+    if hw is None:
+        return "the snapshot has no hardware section (written by an older cudafix)"
+    if hw.unknown:
+        return "PCI bus not readable: %s" % hw.unknown
+    if hw.nvidia_pci:
+        return "NVIDIA GPU(s) on the PCI bus: %s" % ", ".join(
+            "%s (device %s, class %s)" % (d.address, d.device_id or "?", d.pci_class or "?") for d in hw.nvidia_pci)
+    if hw.dxg:
+        return "/dev/dxg present (WSL 2 GPU paravirtualisation)"
+    return "no NVIDIA display/3D device (vendor 0x10de, class 0x03xxxx) on the PCI bus and no /dev/dxg (%s)" % hw.found_via
+
+
 def cuda_int_str(v: int) -> str:
     return "%d.%d" % (v // 1000, (v % 1000) // 10)
 

@@ -392,6 +392,7 @@ RULES = (
         severity=ERROR,
         title="A visible GPU has neither compatible SASS nor usable PTX in the torch build",
         check=check_arch_unsupported,
+        needs=("torch", "driver", "gpus"),
         cause="Release wheels carry SASS for a fixed arch list and (since 2.6) no PTX. A GPU newer than the list (Blackwell sm_120 on <= cu124, Hopper sm_90 on cu113) or older (Pascal/Volta on cu128+) has nothing to run. torch.cuda.is_available() still returns True; the first kernel fails.",
         symptoms=(
             "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation. The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.",
@@ -407,6 +408,7 @@ RULES = (
         severity=WARNING,
         title="A GPU runs torch only through PTX JIT: long stall at first use; JIT cache sizing",
         check=check_arch_ptx_jit,
+        needs=("torch", "driver", "gpus", "jit_cache"),
         auto=True,
         cause="The build has no SASS for the GPU's major, only older PTX (e.g. conda torch 1.10 cu113: compute_37 PTX, SASS up to sm_86, on an sm_90 H100/H200). The driver JIT-compiles every kernel at first use and caches the result in CUDA_CACHE_PATH up to CUDA_CACHE_MAXSIZE (max 4 GiB); a cache too small, disabled or not persistent (containers) repeats the stall at every start.",
         symptoms=(
@@ -422,6 +424,7 @@ RULES = (
         severity=WARNING,
         title="PTX JIT is needed and the JIT cache cannot hold its output (too small or disabled)",
         check=check_jit_cache_too_small,
+        needs=("torch", "gpus", "jit_cache"),
         auto=True,
         cause="JIT-compiled kernels are kept only if they fit CUDA_CACHE_MAXSIZE (binaries larger than the cache are not cached; max 4 GiB) and CUDA_CACHE_DISABLE is not set. Otherwise every process recompiles.",
         symptoms=(
@@ -436,6 +439,7 @@ RULES = (
         severity=WARNING,
         title="PTX JIT is needed and the JIT cache directory is not writable",
         check=check_jit_cache_unwritable,
+        needs=("torch", "gpus", "jit_cache"),
         cause="The driver writes JIT output to CUDA_CACHE_PATH (default ~/.nv/ComputeCache). A read-only or foreign home (containers running as another user, HOME=/) means nothing is kept.",
         symptoms=(
             "every run stalls at start, not only the first one",

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Iterable, List, Optional, Tuple
 
-from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.model.findings import ERROR, INFO, WARNING, Outcome, Rule
 from cudafix.model.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
 from cudafix.knowledge import cuda_driver
 from cudafix.rules._util import (
@@ -15,7 +15,9 @@ from cudafix.rules._util import (
     driver_cuda_int,
     driver_version,
     gpu_label,
+    hardware_evidence,
     major_minor,
+    nvidia_hardware,
     ok,
     problem,
     recommend_commands,
@@ -47,9 +49,12 @@ def check_no_driver(snap: Snapshot) -> Iterable[Outcome]:
     d = snap.driver
     gpus = snap.gpus.gpus
     t = _cuda_torch(snap)
+    hw = nvidia_hardware(snap)
     if not gpus and t is None:
         if d.kernel_version or d.libcuda_path:
             return [ok("driver %s present" % (d.kernel_version or d.libcuda_version or d.libcuda_path), subject="driver")]
+        if hw:
+            return [ok("no CUDA torch build in this env: it needs no driver", hardware_evidence(snap), subject="driver")]
         return [ok("no CUDA torch build and no NVIDIA GPU: no driver needed", subject="driver")]
     if "driver" in snap.assumed and d.kernel_version:
         return [ok("driver %s assumed (--assume-driver): a machine with that driver installed" % d.kernel_version, subject="driver")]
@@ -59,6 +64,18 @@ def check_no_driver(snap: Snapshot) -> Iterable[Outcome]:
         return [unknown("GPUs assumed without a driver: pass --assume-driver VERSION to judge the driver", subject="driver")]
     if "driver" in snap.probe_errors:
         return [unknown("driver probe failed", snap.probe_errors["driver"], subject="driver")]
+    if not gpus and not d.kernel_version and hw is False:
+        # Nothing is wrong: PyPI's default Linux torch is a CUDA build, and on a laptop or CI
+        # runner without NVIDIA hardware it simply runs on the CPU.  A note, never a warning.
+        return [problem(
+            "CPU-only machine; this CUDA build of torch runs on the CPU",
+            [hardware_evidence(snap),
+             "%s is a CUDA %s build: torch.cuda.is_available() is False here and tensors stay on the CPU; no driver is needed" % (torch_label(t), t.cuda)
+             if t is not None else ""],
+            severity=INFO, subject="driver",
+        )]
+    if not gpus and hw is None and not d.kernel_version and not d.libcuda_path:
+        return [unknown("no NVIDIA driver; whether this machine has an NVIDIA GPU is unknown", hardware_evidence(snap), subject="driver")]
     need = []
     if gpus:
         need.append("NVIDIA GPU(s): %s" % ", ".join(gpu_label(g) for g in gpus))
@@ -66,7 +83,9 @@ def check_no_driver(snap: Snapshot) -> Iterable[Outcome]:
         need.append("%s is a CUDA %s build" % (torch_label(t), t.cuda))
     floor = cuda_driver.min_driver(t.cuda) if t is not None else None
     want = "an NVIDIA driver%s" % (" >= %s (CUDA %s)" % (floor, t.cuda) if floor and t is not None else "")
-    severity = ERROR if gpus else WARNING
+    if hw:
+        need.append(hardware_evidence(snap))
+    severity = ERROR if (gpus or hw) else WARNING
     if d.kernel_version and not d.libcuda_path:
         why = d.unknown.get("libcuda_path") or "the loader finds no libcuda.so.1"
         if "not searched" in why or "failed" in why:
@@ -169,6 +188,8 @@ def _driver_vs_torch(snap: Snapshot) -> Tuple[Optional[str], object]:
         return "unknown", "torch.version.cuda %r unreadable" % t.cuda
     if dcuda is None:
         if not dv and not snap.driver.libcuda_path:
+            if nvidia_hardware(snap) is False:
+                return "nogpu", hardware_evidence(snap)
             return "unknown", "no driver found (see no-driver)"
         return "unknown", "the driver's CUDA version is unknown (driver %s; no cuDriverGetVersion and branch not in the table)" % (dv or "?")
     dmm = (dcuda // 1000, (dcuda % 1000) // 10)
@@ -207,6 +228,8 @@ def check_driver_too_old(snap: Snapshot) -> Iterable[Outcome]:
     kind, facts = _driver_vs_torch(snap)
     if kind == "none":
         return [ok("no CUDA torch build: no driver requirement", subject="driver")]
+    if kind == "nogpu":
+        return [ok("no NVIDIA GPU: torch's CUDA runtime is never used here, no driver requirement", str(facts), subject="driver")]
     if kind == "unknown":
         return [unknown("whether the driver can run torch's CUDA is unknown", str(facts), subject="driver")]
     t, tmm, dmm, dv = facts["t"], facts["tmm"], facts["dmm"], facts["dv"]
@@ -225,6 +248,8 @@ def check_driver_minor_compat(snap: Snapshot) -> Iterable[Outcome]:
     kind, facts = _driver_vs_torch(snap)
     if kind == "none":
         return [ok("no CUDA torch build", subject="driver")]
+    if kind == "nogpu":
+        return [ok("no NVIDIA GPU: no driver, no compatibility mode", str(facts), subject="driver")]
     if kind == "unknown":
         return [unknown("whether minor-version compatibility is needed is unknown", str(facts), subject="driver")]
     if kind == "too-old":
@@ -326,13 +351,14 @@ RULES = (
         severity=ERROR,
         title="A CUDA torch build (or an NVIDIA GPU) but no usable driver / libcuda",
         check=check_no_driver,
-        cause="No NVIDIA kernel module is loaded, or the user-space libcuda.so.1 is missing (a container started without the NVIDIA runtime, a driver not installed or not loaded). Error when an NVIDIA GPU is present; warning when only the CUDA torch build points at a GPU being expected.",
+        needs=("driver", "gpus", "hardware", "torch"),
+        cause="No NVIDIA kernel module is loaded, or the user-space libcuda.so.1 is missing (a container started without the NVIDIA runtime, a driver not installed or not loaded). Error when NVIDIA GPU hardware is present (listed by NVML, or an NVIDIA display/3D device on the PCI bus, or WSL's /dev/dxg). On a machine without NVIDIA hardware (a laptop, a CI runner) nothing is wrong: PyPI's default Linux torch is a CUDA build and runs on the CPU there, which is a note, never a warning. Unknown when the hardware could not be read (e.g. a snapshot from an older cudafix).",
         symptoms=(
             "Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
             "torch.cuda.is_available() returns False",
             "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
         ),
-        evidence_used="/sys/module/nvidia/version or /proc/driver/nvidia/version (kernel module), the libcuda.so.1 the loader finds, the GPU list, torch.version.cuda",
+        evidence_used="/sys/module/nvidia/version or /proc/driver/nvidia/version (kernel module), the libcuda.so.1 the loader finds, the GPU list, the PCI devices of vendor 0x10de with a display class under /sys/bus/pci/devices and /dev/dxg (cudafix.probes.pci), torch.version.cuda",
         fix_text="install the NVIDIA driver (at least the minimum for torch's CUDA), or run the container with the NVIDIA runtime (docker run --gpus all).",
         sources=("pytorch/pytorch torch/cuda/__init__.py (_check_driver)", "SceneWorks/SceneWorks#1966"),
     ),
@@ -341,6 +367,7 @@ RULES = (
         severity=ERROR,
         title="User-space driver libraries differ from the loaded kernel module",
         check=check_library_mismatch,
+        needs=("driver",),
         cause="The driver packages were upgraded (e.g. by unattended-upgrades) but the old kernel module is still loaded, or a stale libcuda copy sits on the loader path. libcuda and libnvidia-ml must be the kernel module's exact version.",
         symptoms=(
             "Failed to initialize NVML: Driver/library version mismatch",
@@ -355,6 +382,7 @@ RULES = (
         severity=ERROR,
         title="The driver's CUDA version cannot run the torch build's CUDA",
         check=check_driver_too_old,
+        needs=("driver", "torch"),
         cause="Each driver supports CUDA up to the version it shipped with (cuDriverGetVersion). Minor-version compatibility lets an older driver of the same CUDA major (>= 450.80.02 for 11.x, >= 525.60.13 for 12.x, >= 580 for 13.x) run a newer minor, but never a newer major; CUDA 10.x has none.",
         symptoms=(
             "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 12040). Please update your GPU driver by downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with your version of the CUDA driver.",
@@ -370,6 +398,7 @@ RULES = (
         severity=WARNING,
         title="torch runs only under CUDA minor-version compatibility (no PTX JIT, some features off)",
         check=check_driver_minor_compat,
+        needs=("driver", "torch"),
         cause="The driver supports an older minor of torch's CUDA major. NVIDIA's minor-version compatibility runs it, but PTX compiled by the newer toolkit cannot be JIT-compiled and APIs needing a newer driver fail.",
         symptoms=(
             "CUDA error: the provided PTX was compiled with an unsupported toolchain.",
@@ -384,6 +413,7 @@ RULES = (
         severity=ERROR,
         title="A cuda-compat libcuda on the loader path that does not fit this kernel module or GPU",
         check=check_forward_compat,
+        needs=("driver", "gpus", "libraries"),
         auto=True,
         cause="Container images ship NVIDIA's cuda-compat libcuda (/usr/local/cuda-X.Y/compat) and put it on LD_LIBRARY_PATH or ld.so.conf. It works only when it is from a newer driver branch than the kernel module and the GPU is a data-center one; an older or same-branch copy gives error 803, a consumer GPU error 804.",
         symptoms=(

@@ -204,6 +204,7 @@ RULES = (
         severity=ERROR,
         title="CUDA_VISIBLE_DEVICES leaves no GPU visible (empty, -1, or a bad first entry)",
         check=check_visible_hides_all,
+        needs=("env", "gpus", "driver", "torch"),
         cause="CUDA_VISIBLE_DEVICES set to '' hides every GPU; an invalid first entry (-1, an index beyond the GPU count, a UUID that matches nothing) also leaves none, because CUDA stops parsing at the first invalid entry. Often a hard-coded os.environ['CUDA_VISIBLE_DEVICES'] from another machine, or an empty value exported by a script.",
         symptoms=(
             "RuntimeError: No CUDA GPUs are available",
@@ -219,6 +220,7 @@ RULES = (
         severity=WARNING,
         title="Some CUDA_VISIBLE_DEVICES entries match no GPU (parsing stops at the first bad one)",
         check=check_visible_invalid,
+        needs=("env", "gpus"),
         cause="An entry names a GPU index beyond the GPU count, a UUID that matches nothing, or is not an index/UUID at all. CUDA keeps only the devices listed before the first invalid entry, so later GPUs silently disappear.",
         symptoms=(
             "fewer GPUs than expected: torch.cuda.device_count() lower than the CUDA_VISIBLE_DEVICES list",
@@ -233,6 +235,7 @@ RULES = (
         severity=WARNING,
         title="Mixed GPU models and CUDA_DEVICE_ORDER unset: CUDA indices differ from nvidia-smi's",
         check=check_device_order,
+        needs=("env", "gpus"),
         cause="CUDA numbers devices FASTEST_FIRST by default, nvidia-smi by PCI bus ID. With two or more different GPU models, cuda:0 (and CUDA_VISIBLE_DEVICES=0, --device 0) can be a different card than nvidia-smi's GPU 0.",
         symptoms=(
             "--device 0 seemingly ignored: the job runs on another GPU than the one nvidia-smi shows as 0",
@@ -247,6 +250,7 @@ RULES = (
         severity=WARNING,
         title="CUDA_LAUNCH_BLOCKING=1 serialises every kernel",
         check=check_launch_blocking,
+        needs=("env",),
         cause="CUDA_LAUNCH_BLOCKING=1 makes every kernel launch synchronous. torch's error messages suggest it for debugging ('For debugging consider passing CUDA_LAUNCH_BLOCKING=1') and it is often left set afterwards.",
         symptoms=(
             "GPU utilisation low, CPU busy; training/inference about 3x slower (yolov9c batch 8 fp16 on an H200: 44.1 ms vs 14.8 ms per batch, docs/gpu.md)",
@@ -260,6 +264,7 @@ RULES = (
         severity=WARNING,
         title="CUDA_MODULE_LOADING=EAGER where lazy loading is available",
         check=check_module_loading,
+        needs=("env", "torch", "driver"),
         cause="With EAGER, the CUDA runtime loads every kernel of every library at the first CUDA call instead of on first use. Lazy loading needs a CUDA 11.7+ runtime and an R515+ driver; it is the default on Linux since CUDA 12.2 (torch set LAZY itself from 1.13).",
         symptoms=(
             "first CUDA operation takes seconds (H200, torch 2.11 cu130: 3.01 s vs 0.34 s, docs/gpu.md)",

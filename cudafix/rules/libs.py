@@ -115,6 +115,7 @@ RULES = (
         severity=ERROR,
         title="A library torch needs resolves to another copy than torch's own, with a different version",
         check=check_lib_shadowed,
+        needs=("torch", "libraries"),
         auto=True,
         cause="The glibc loader searches LD_LIBRARY_PATH before a library's DT_RUNPATH (and for second-level dependencies of the nvidia-* wheels, before anything torch controls), and an already-loaded soname wins outright. A system toolkit on LD_LIBRARY_PATH, a conda lib dir or ld.so.cache then supplies an older cuBLASLt / nvJitLink / cuDNN / NCCL than torch's. Libraries of a different soname major (libcublas.so.11 vs .so.12) never collide.",
         symptoms=(

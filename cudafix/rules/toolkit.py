@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, List, Optional
 
-from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.model.findings import BUILD, ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, EnvOp, EnvPatch, Fix
 from cudafix.rules._util import major_minor, mm_str, ok, problem, unknown
 from cudafix.model.snapshot import Snapshot, Toolkit
@@ -46,6 +46,69 @@ def _matching(snap: Snapshot, want) -> List[Toolkit]:
     return sorted(found, key=rank)
 
 
+_VARS = ("CUDA_HOME", "CUDA_PATH")
+BUILD_NOTE = "matters when building CUDA extensions (torch.utils.cpp_extension, setup.py of CUDA packages), not when running torch"
+
+
+def _points_nowhere(snap: Snapshot, var: str) -> Optional[str]:
+    """Why ``var`` (set, non-empty) points at no usable toolkit; None when it does (or is unset)."""
+    val = snap.env.get(var)
+    if not val:
+        return None
+    why = snap.toolkits.unknown.get(var)  # the probe's stat of the directory failed
+    if why:
+        return why
+    tk = _toolkit_at(snap, val)
+    if tk is not None and not tk.nvcc:
+        return "%s=%s: no bin/nvcc in %s" % (var, val, tk.path)
+    return None
+
+
+def check_cuda_home_missing(snap: Snapshot) -> Iterable[Outcome]:
+    out: List[Outcome] = []
+    tks = snap.toolkits
+    for var in _VARS:
+        why = _points_nowhere(snap, var)
+        if why is None:
+            continue
+        val = snap.env[var]
+        picked = tks.cuda_home_via == var
+        ev = [
+            why,
+            "%s is set in the environment: %s" % (var, "torch.utils.cpp_extension uses it as CUDA_HOME (it reads CUDA_HOME, then CUDA_PATH) and looks for bin/nvcc there" if picked
+                                                  else "CUDA_PATH is what NVIDIA's cuda-pathfinder and Windows-style build scripts read"),
+            "this %s" % BUILD_NOTE,
+        ]
+        others = [tk for tk in tks.toolkits if tk.nvcc and tk.version and not tk.unknown]
+        if others:
+            # a versioned toolkit dir (/usr/local/cuda-13.0) before a wrapper's prefix (/usr/local)
+            best = sorted(others, key=lambda tk: (not os.path.basename(tk.path.rstrip("/")).startswith("cuda"), tk.path))[0]
+            ev.append("an installed toolkit with nvcc: %s (CUDA %s)" % (best.path, best.version))
+            fix = Fix(summary="point %s at an installed toolkit, or unset it" % var,
+                      commands=("export %s=%s" % (var, best.path),))
+        else:
+            fix = Fix(summary="unset %s, or install a CUDA toolkit (nvcc) there" % var, commands=("unset %s" % var,))
+        # Advice, not automatic: the user set it on purpose and may be about to install there.
+        out.append(problem("%s=%s points at no CUDA toolkit (%s): CUDA extension builds fail" % (
+            var, val, "does not exist" if "nvcc" not in why else "no bin/nvcc"), ev, fix=fix, subject=var))
+    home, via = tks.cuda_home, tks.cuda_home_via
+    if home and via not in _VARS:
+        tk = _toolkit_at(snap, home)
+        if tk is not None and not tk.nvcc:
+            out.append(problem(
+                "%s (picked via %s) has no bin/nvcc: CUDA extension builds fail" % (home, via),
+                ["torch.utils.cpp_extension falls back to %s when CUDA_HOME, CUDA_PATH and nvcc on PATH are absent" % home,
+                 "%s has no bin/nvcc" % tk.path, "this %s" % BUILD_NOTE],
+                fix=Fix(summary="install a CUDA toolkit with nvcc, or set CUDA_HOME to one"),
+                severity=WARNING, subject="CUDA_HOME"))
+    if out:
+        return out
+    set_vars = [v for v in _VARS if snap.env.get(v)]
+    if set_vars:
+        return [ok("%s point%s at a toolkit with bin/nvcc" % (" and ".join("%s=%s" % (v, snap.env[v]) for v in set_vars), "s" if len(set_vars) == 1 else ""), subject="CUDA_HOME")]
+    return [ok("neither CUDA_HOME nor CUDA_PATH is set%s" % ("; extension builds use %s (via %s)" % (home, via) if home else ""), subject="CUDA_HOME")]
+
+
 def check_cuda_home(snap: Snapshot) -> Iterable[Outcome]:
     t = snap.primary_torch
     if t is None or not t.cuda:
@@ -62,6 +125,8 @@ def check_cuda_home(snap: Snapshot) -> Iterable[Outcome]:
     home = tks.cuda_home
     via = tks.cuda_home_via or "?"
     tk = _toolkit_at(snap, home)
+    if via in _VARS and (tk is None or not tk.version) and _points_nowhere(snap, via):
+        return [ok("%s points at no toolkit (reported by cuda-home-missing)" % via, subject="CUDA_HOME")]
     if tk is None or not tk.version:
         why = (tk.unknown if tk else None) or "no version.json / version.txt / nvcc version recorded for it"
         return [unknown("toolkit %s (via %s): version unknown" % (home, via), why, subject="CUDA_HOME")]
@@ -96,8 +161,9 @@ def check_cuda_home(snap: Snapshot) -> Iterable[Outcome]:
         if snap.python.conda_prefix:
             cmds = ("conda install -c nvidia cuda-nvcc=%s" % mm_str(want), 'export CUDA_HOME="$CONDA_PREFIX"')
         fix = Fix(summary="install a CUDA %s toolkit (nvcc) and point CUDA_HOME at it" % mm_str(want), commands=cmds)
-    msg = "CUDA_HOME toolkit %s (CUDA %s) does not match torch's CUDA %s%s" % (
-        home, mm_str(have), mm_str(want), ": extension builds fail" if major else "")
+    ev.append("this %s" % BUILD_NOTE)
+    msg = "CUDA_HOME toolkit %s (CUDA %s) does not match torch's CUDA %s: %s" % (
+        home, mm_str(have), mm_str(want), "CUDA extension builds fail" if major else "CUDA extension builds warn (same major)")
     return [problem(msg, ev, fix=fix, severity=ERROR if major else WARNING, subject="CUDA_HOME")]
 
 
@@ -107,6 +173,8 @@ RULES = (
         severity=ERROR,
         title="The toolkit extension builds use (CUDA_HOME / CUDA_PATH / nvcc) differs from torch's CUDA",
         check=check_cuda_home,
+        needs=("torch", "toolkits"),
+        scope=BUILD,
         auto=True,
         cause="torch came with its own CUDA runtime (pip wheel or conda), but torch.utils.cpp_extension compiles extensions with the toolkit it finds first: CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda. When that toolkit's major differs from torch.version.cuda, builds fail; a different minor only warns. Error for a major mismatch (extension builds), warning for a minor one.",
         symptoms=(
@@ -118,5 +186,21 @@ RULES = (
         fix_text="automatic when a toolkit of torch's exact CUDA major.minor is installed: CUDA_HOME is set to it (e.g. /usr/local/cuda-11.3 for torch 1.10.0+cu113). Otherwise install one (conda: cuda-nvcc of torch's CUDA) and point CUDA_HOME at it.",
         sources=("vllm-project/vllm#1453", "pytorch/pytorch#73047", "pytorch/pytorch#136845", "ghostpad/ghostpad#9",
                  "torch/utils/cpp_extension.py (_find_cuda_home, _check_cuda_version)"),
+    ),
+    Rule(
+        id="cuda-home-missing",
+        severity=ERROR,
+        title="CUDA_HOME / CUDA_PATH points at no CUDA toolkit (missing directory, or no bin/nvcc)",
+        check=check_cuda_home_missing,
+        needs=("toolkits", "env"),
+        scope=BUILD,
+        cause="CUDA_HOME (or CUDA_PATH) names a directory that does not exist or holds no bin/nvcc: a toolkit that was uninstalled or upgraded (/usr/local/cuda-11.8 -> 12.4), a path copied from another machine, or a conda env that was removed. torch.utils.cpp_extension takes CUDA_HOME, then CUDA_PATH, as the toolkit without checking it, so every CUDA extension build fails. Error when the variable is set explicitly; warning when only the /usr/local/cuda fallback lacks nvcc. It matters for building CUDA extensions, not for running torch: the startup hook never warns about it.",
+        symptoms=(
+            "error: nvcc not found at '/usr/local/cuda-11.8/bin/nvcc'. Ensure CUDA path '/usr/local/cuda-11.8' is correct.",
+        ),
+        evidence_used="CUDA_HOME and CUDA_PATH from the environment; whether each directory exists and has bin/nvcc (the toolkit probe's stat of it); the other installed toolkits",
+        fix_text="point the variable at an installed toolkit with nvcc (the exact export is printed), or unset it. Advice only: the variable was set on purpose.",
+        sources=("torch/utils/cpp_extension.py (_find_cuda_home: CUDA_HOME, then CUDA_PATH, then nvcc on PATH, then /usr/local/cuda)",
+                 "https://pytorch.org/docs/stable/cpp_extension.html"),
     ),
 )

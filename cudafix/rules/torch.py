@@ -16,6 +16,7 @@ from cudafix.rules._util import (
     driver_version,
     gpu_label,
     major_minor,
+    nvidia_hardware,
     ok,
     problem,
     recommend_commands,
@@ -47,6 +48,8 @@ def check_cpu_only(snap: Snapshot) -> Iterable[Outcome]:
         return [unknown("whether %s is a CUDA build is unknown" % torch_label(t), why, subject="torch")]
     gpus = snap.gpus.gpus
     if not gpus and not _driver_present(snap):
+        if nvidia_hardware(snap):
+            return [ok("%s is a CPU build; the NVIDIA GPU on the PCI bus has no driver (see no-driver)" % torch_label(t), subject="torch")]
         return [ok("%s is a CPU build and there is no NVIDIA GPU or driver" % torch_label(t), subject="torch")]
     if not gpus:
         why = snap.gpus.unknown.get("gpus")
@@ -325,6 +328,7 @@ RULES = (
         severity=ERROR,
         title="CPU-only (or ROCm) torch on a machine with a usable NVIDIA GPU",
         check=check_cpu_only,
+        needs=("torch", "driver", "gpus", "hardware"),
         cause="The default PyPI wheel is CPU-only on Windows/macOS, and dependency upgrades (pip install -U ultralytics ...) can re-pull a CPU torch over a +cuXXX one. torch/version.py then has cuda = None.",
         symptoms=(
             "AssertionError: Torch not compiled with CUDA enabled",
@@ -341,6 +345,7 @@ RULES = (
         severity=ERROR,
         title="torchvision not built for the installed torch (version or CUDA variant)",
         check=check_torchvision,
+        needs=("torch", "torchvision"),
         cause="torchvision wheels pin one torch release (Requires-Dist torch==X.Y.Z) and one CUDA variant; installing or upgrading one of the pair alone breaks its C++ ops.",
         symptoms=(
             "RuntimeError: Detected that PyTorch and torchvision were compiled with different CUDA versions. PyTorch has CUDA Version=11.3 and torchvision has CUDA Version=10.2. Please reinstall the torchvision that matches your PyTorch install.",
@@ -356,6 +361,7 @@ RULES = (
         severity=WARNING,
         title="Several CUDA runtimes of different majors, or two torch installs, in one env",
         check=check_mixed_sources,
+        needs=("torch", "toolkits"),
         cause="pip and conda (or two pip families, nvidia-*-cu11 and -cu12) each bring CUDA libraries; wheels of one library for two majors write the same site-packages/nvidia/<lib> directory, and two torch installs (user site, conda + pip) leave `import torch` picking whichever is first on sys.path.",
         symptoms=(
             "ImportError: .../torch/lib/libtorch_cuda.so: undefined symbol: ncclMemFree",
@@ -370,6 +376,7 @@ RULES = (
         severity=ERROR,
         title="PYTORCH_CUDA_ALLOC_CONF has keys or values this torch version rejects",
         check=check_alloc_conf,
+        needs=("torch", "env"),
         auto=True,
         cause="Allocator options are added and removed between torch releases (expandable_segments needs 2.1, roundup_bypass_threshold_mb was removed); a value copied from a newer guide makes an older torch raise at its first CUDA allocation, not at import.",
         symptoms=(

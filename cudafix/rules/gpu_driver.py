@@ -1,0 +1,115 @@
+"""The driver vs the GPU itself: a driver branch that cannot drive the GPU's architecture.
+
+Independent of torch: it is judged in an env without torch and in what-if mode
+(`cudafix check --assume-driver 470.57.02 --assume-gpu "NVIDIA H100"`).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, List
+
+from cudafix.knowledge import arch_drivers as ad
+from cudafix.knowledge import cuda_driver
+from cudafix.model.findings import ERROR, Outcome, Rule
+from cudafix.model.fixes import Fix
+from cudafix.model.snapshot import Snapshot
+from cudafix.rules._util import driver_version, gpu_label, hardware_evidence, major_minor, nvidia_hardware, ok, problem, unknown
+
+
+def _driver_fix(rows: List[ad.ArchDrivers], too_new: bool) -> Fix:
+    if too_new:
+        last = min(r.last_branch for r in rows if r.last_branch is not None)
+        archs = ", ".join(sorted({r.arch for r in rows}))
+        return Fix(summary="install a driver of branch R%d or older: R%d is the last branch that supports %s" % (last, last, archs))
+    need = max(rows, key=lambda r: r.min_branch or 0)
+    return Fix(summary="upgrade the NVIDIA driver to branch R%d or newer (e.g. >= %s, the minimum of CUDA %s, the first toolkit for %s)" % (
+        need.min_branch, need.min_driver, need.first_cuda, need.arch))
+
+
+def check_driver_gpu(snap: Snapshot) -> Iterable[Outcome]:
+    dv = driver_version(snap)
+    gpus = snap.gpus.gpus
+    hw = snap.hardware
+    if (not gpus and hw is not None and hw.nvidia_pci and dv and snap.gpus.found_via.get("gpus") == "NVML"
+            and "driver" not in snap.assumed and "gpus" not in snap.assumed):
+        # NVML answered and listed nothing, yet the PCI bus holds NVIDIA GPUs: the loaded driver
+        # ignores them (a branch too new or too old for the architecture, an open kernel module
+        # on a pre-Turing GPU); the kernel log names the reason.
+        n = len(hw.nvidia_pci)
+        return [problem(
+            "driver %s is loaded but drives none of the %d NVIDIA GPU%s on the PCI bus" % (dv, n, "" if n == 1 else "s"),
+            [hardware_evidence(snap),
+             "NVML (driver %s) lists no GPU: the driver ignores %s" % (dv, "it" if n == 1 else "them"),
+             "the kernel log says why (`dmesg | grep NVRM`): e.g. \"supported through the NVIDIA 580.xx Legacy drivers\" (a branch past the architecture's last, %s), or an open kernel module on a GPU without GSP (before Turing)" % ad.MATRIX,
+             "in a container: the GPUs may simply not be passed in (docker run --gpus all)"],
+            fix=Fix(summary="install a driver branch that supports this GPU (the kernel log names it; Maxwell/Pascal/Volta: R580 or older, proprietary kernel module), then reboot",
+                    commands=("sudo dmesg | grep NVRM",)),
+            subject="GPU")]
+    if not gpus:
+        if nvidia_hardware(snap):
+            why = snap.gpus.unknown.get("gpus") or "no GPU list"
+            return [unknown("which NVIDIA GPU model this is is unknown, so whether the driver drives it is unknown", why, hardware_evidence(snap), subject="GPU")]
+        return [ok("no NVIDIA GPU listed: no driver-vs-GPU question", subject="GPU")]
+    if not dv:
+        return [ok("no NVIDIA driver: nothing to compare with the GPU (see no-driver)", subject="GPU")]
+    if not cuda_driver.is_driver_version(dv):
+        return [unknown("driver version %r unreadable" % dv, subject="GPU")]
+    branch = cuda_driver.driver_branch(dv)
+    via = snap.driver.found_via.get("kernel_version") or snap.driver.found_via.get("libcuda_version") or ""
+    out: List[Outcome] = []
+    bad_old: List[ad.ArchDrivers] = []
+    bad_new: List[ad.ArchDrivers] = []
+    bad_gpus: List[str] = []
+    evidence: List[str] = ["driver %s (branch R%d%s)" % (dv, branch, "; %s" % via if via else "")]
+    for g in gpus:
+        mm = major_minor(g.compute_capability) if g.compute_capability else None
+        if mm is None:
+            out.append(unknown("%s: compute capability unknown, so its architecture is unknown" % gpu_label(g), subject="GPU%d" % g.index))
+            continue
+        cc = "%d.%d" % mm
+        row = ad.row_for_cc(cc)
+        if row is None:
+            out.append(unknown("%s: compute capability %s is not in cudafix's architecture/driver table" % (gpu_label(g), cc), subject="GPU%d" % g.index))
+            continue
+        verdict = ad.drives(row, branch)
+        if verdict is None:
+            out.append(unknown("%s (%s): whether driver branch R%d drives it is unknown (no first branch on record)" % (gpu_label(g), row.arch, branch), subject="GPU%d" % g.index))
+        elif verdict:
+            out.append(ok("driver branch R%d drives %s (%s: R%s%s)" % (
+                branch, gpu_label(g), row.arch, row.min_branch or "?", "..R%d" % row.last_branch if row.last_branch else "+"), subject="GPU%d" % g.index))
+        else:
+            too_new = row.last_branch is not None and branch > row.last_branch
+            (bad_new if too_new else bad_old).append(row)
+            bad_gpus.append(gpu_label(g))
+            if too_new:
+                evidence.append("%s is %s: NVIDIA's last driver branch for %s is R%d (%s)" % (gpu_label(g), row.arch, row.arch, row.last_branch, ad.MATRIX))
+            else:
+                evidence.append("%s is %s (compute capability %s): first supported by CUDA %s, whose minimum driver is %s (branch R%d)" % (
+                    gpu_label(g), row.arch, cc, row.first_cuda, row.min_driver, row.min_branch))
+    if bad_gpus:
+        evidence.append("the driver does not drive the GPU at all: no CUDA device, whatever torch or toolkit is installed")
+        what = "too new for" if bad_new and not bad_old else "too old for"
+        fix = _driver_fix(bad_new if bad_new and not bad_old else bad_old, too_new=bool(bad_new) and not bad_old)
+        return [problem("driver %s (R%d) is %s %s: it cannot drive %s" % (
+            dv, branch, what, ", ".join(bad_gpus), "this GPU" if len(bad_gpus) == 1 else "these GPUs"),
+            evidence, fix=fix, subject="GPU")] + [o for o in out if o.verdict != "ok"]
+    return out
+
+
+RULES = (
+    Rule(
+        id="driver-gpu-unsupported",
+        severity=ERROR,
+        title="The driver branch cannot drive the GPU's architecture (too old, or past its last branch)",
+        check=check_driver_gpu,
+        needs=("driver", "gpus"),
+        cause="Each GPU architecture is driven from the first driver branch of the first CUDA toolkit that supports it (Hopper and Ada: CUDA 11.8, R520; Blackwell: CUDA 12.8, R570; Ampere: CUDA 11.0, R450), and NVIDIA ends support after a last branch (Maxwell, Pascal, Volta: R580; Kepler: R470). Outside that range the driver does not drive the GPU: no CUDA device at all, whatever torch build is installed.",
+        symptoms=(
+            "torch.cuda.is_available() returns False",
+            "No devices were found",
+        ),
+        evidence_used="the driver version (kernel module, else libcuda; or --assume-driver), each GPU's compute capability (NVML, or --assume-gpu), NVIDIA's architecture matrix and the toolkit release notes' minimum drivers (cudafix/knowledge/arch_drivers.py)",
+        fix_text="upgrade the driver to at least the architecture's first branch (e.g. >= 520.61.05 for Hopper, >= 570.26 for Blackwell); for Maxwell/Pascal/Volta stay on R580 or older, for Kepler on R470 or older.",
+        sources=(ad.MATRIX, ad.RN, ad.AIE23),
+    ),
+)
