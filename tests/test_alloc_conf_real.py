@@ -93,3 +93,21 @@ def test_hook_drops_the_rejected_key_at_import_torch(tmp_path):
         p = run(py, AFTER_IMPORT, env, timeout=300)
         assert p.returncode == 0, (cache, p.stderr[-2000:])
         assert p.stdout.splitlines() == ["expandable_segments:True", "torch accepts it"], (cache, p.stdout)
+
+
+def test_activation_drops_the_rejected_key_in_a_real_shell(tmp_path):
+    if not TORCH_CU_SITE.is_dir():
+        pytest.fail("torch-cu venv missing: tests/make_venvs.sh builds it")
+    py = make_venv(tmp_path / "v", deps=[TORCH_CU_SITE])
+    env = clean_env(tmp_path / "cache", PY=str(py), CUDAFIX_QUIET="1",
+                    PYTORCH_CUDA_ALLOC_CONF="max_split_size_mb:512, bogus_key:1,expandable_segments:True")
+    import subprocess
+
+    p = subprocess.run(["sh", "-c", 'eval "$("$PY" -m cudafix shell --shell sh --activate)" && printf "%s\\n" "$PYTORCH_CUDA_ALLOC_CONF"'],
+                       env=env, capture_output=True, text=True, cwd="/", timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["max_split_size_mb:512,expandable_segments:True"]
+    verdicts = proof.torch_verdicts(os.path.join(proof.venv_root(), "torch-cu"), "setter",
+                                    [p.stdout.strip(), env["PYTORCH_CUDA_ALLOC_CONF"]])
+    assert verdicts[p.stdout.strip()][0] == "accepted"
+    assert verdicts[env["PYTORCH_CUDA_ALLOC_CONF"]][0] == "rejected"
