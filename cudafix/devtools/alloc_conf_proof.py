@@ -163,26 +163,34 @@ def torch_verdicts(venv: str, how: str, strings: Sequence[str]) -> Dict[str, Tup
             raise RuntimeError("%s: parser run incomplete: %s" % (venv, proc.stderr.decode()[-400:]))
         return out
     if how == "env":  # a CPU build: what `import torch` and a CPU tensor do with the variable set
-        for s in strings:
+        def one_env(s: str) -> Tuple[str, Tuple[str, str]]:
             proc = subprocess.run([python, "-c", _ENV], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   env=dict(env, PYTORCH_CUDA_ALLOC_CONF=s), timeout=300)
             err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            out[s] = ("accepted", "") if proc.returncode == 0 else ("rejected", err[-1] if err else "exit %d" % proc.returncode)
-        return out
+            return s, (("accepted", "") if proc.returncode == 0 else ("rejected", err[-1] if err else "exit %d" % proc.returncode))
+        return dict(_parallel(one_env, strings))
     lib = os.path.join(torch_dir(venv) or "", "lib", "libc10_cuda.so")
     addr = _symbol(lib, how.split(":", 1)[1])
-    for s in strings:
+
+    def one(s: str) -> Tuple[str, Tuple[str, str]]:
         proc = subprocess.run([python, "-c", _CTYPES, lib, str(addr)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               env=dict(env, PYTORCH_CUDA_ALLOC_CONF=s), timeout=120)
         err = proc.stderr.decode("utf-8", "replace")
         if proc.returncode == 0 and proc.stdout.decode().strip() == "ACCEPTED":
-            out[s] = ("accepted", "")
-        elif "terminate called after throwing" in err:
+            return s, ("accepted", "")
+        if "terminate called after throwing" in err:
             what = [ln.split("what():", 1)[1].strip() for ln in err.splitlines() if "what():" in ln]
-            out[s] = ("rejected", what[0] if what else err.strip().splitlines()[0])
-        else:
-            raise RuntimeError("%s: parser child for %r failed (%d): %s" % (venv, s, proc.returncode, err[-400:]))
-    return out
+            return s, ("rejected", what[0] if what else err.strip().splitlines()[0])
+        raise RuntimeError("%s: parser child for %r failed (%d): %s" % (venv, s, proc.returncode, err[-400:]))
+    return dict(_parallel(one, strings))
+
+
+def _parallel(fn, items: Sequence[str]) -> List[Tuple[str, Tuple[str, str]]]:
+    """One child process per value, two at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(fn, list(dict.fromkeys(items))))
 
 
 def cudafix_verdict(tdir: str, cuda: Optional[str], value: str) -> Tuple[str, Optional[str], str]:
@@ -244,6 +252,14 @@ def contradicts(row: dict) -> bool:
     return not equal(row)
 
 
+def _how_text(how: str) -> str:
+    if how == "setter":
+        return "`torch.cuda.memory._set_allocator_settings(value)`"
+    if how == "env":
+        return "`import torch` and a CPU tensor with the variable set (a CPU build has no CUDA allocator to parse it)"
+    return "`%s` of its libc10_cuda.so via ctypes, with the variable set" % how.split(":", 1)[1]
+
+
 def render(rows: List[dict]) -> str:
     versions: List[Tuple[str, str]] = []
     for r in rows:
@@ -265,8 +281,7 @@ def render(rows: List[dict]) -> str:
     for name, how in VENVS:
         v = [ver for n, ver in versions if n == name]
         if v:
-            lines.append("- torch %s (`%s` venv): %s" % (v[0], name, "`torch.cuda.memory._set_allocator_settings`"
-                                                       if how == "setter" else "`%s` via ctypes, with the variable set" % how.split(":", 1)[1]))
+            lines.append("- torch %s (`%s` venv): %s" % (v[0], name, _how_text(how)))
     lines += ["", "cudafix's verdict uses only the option names read from that torch's libraries "
               "(`cudafix/probes/alloc_conf.py`) and the value rules of `cudafix/knowledge/alloc_syntax.py`. "
               "torch 2.13.0 is a CPU build: the CUDA allocator never reads the variable (torch accepts anything).", ""]
@@ -288,7 +303,11 @@ def render(rows: List[dict]) -> str:
         lines.append("| `%s` | %s |" % (s.replace("|", "\\|"), " | ".join(cells)))
     n_wrong = sum(contradicts(r) for r in rows)
     lines += ["", "%d of %d cells equal; %d uncertain (cudafix warns \"may be rejected\" and repairs nothing); "
-              "%d wrong." % (n_equal, n_all, n_all - n_equal - n_wrong, n_wrong), "", "## torch's messages", ""]
+              "%d wrong." % (n_equal, n_all, n_all - n_equal - n_wrong, n_wrong), "",
+              "\"uncertain\": the name occurs in the library only as the end of a longer string (torch 2.5.1 and "
+              "2.14.1 carry the function name `release_expandable_segment`, which ends in the typo "
+              "`expandable_segment`). The linker also stores a real key that way when another string ends with it, "
+              "so cudafix cannot tell the two apart and does not drop such a key.", "", "## torch's messages", ""]
     for name, ver in versions:
         msgs = [(r["string"], r["torch_message"]) for r in rows if r["venv"] == name and r["torch_message"]]
         lines.append("- torch %s: %s" % (ver, "; ".join("`%s` -> %s" % m for m in msgs) if msgs else "none"))
@@ -300,8 +319,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--venvs", default=venv_root())
     ap.add_argument("--write", metavar="FILE")
     ap.add_argument("--require-all", action="store_true")
+    ap.add_argument("--rows", metavar="JSON", help="also write the raw rows here")
+    ap.add_argument("--from-rows", metavar="JSON", help="render rows written by --rows (no parser run)")
     args = ap.parse_args(argv)
-    rows = run(args.venvs, require_all=args.require_all)
+    if args.from_rows:
+        with open(args.from_rows, encoding="utf-8") as fh:
+            rows = json.load(fh)
+    else:
+        rows = run(args.venvs, require_all=args.require_all)
+    if args.rows:
+        with open(args.rows, "w", encoding="utf-8") as fh:
+            json.dump(rows, fh, indent=1)
     text = render(rows)
     if args.write:
         with open(args.write, "w", encoding="utf-8") as fh:
