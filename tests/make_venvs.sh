@@ -4,6 +4,7 @@
 #   torch-cu:  torch 2.14.1 + cu130 with real fatbins and nvidia-* wheels (~5.5 GB)
 #   torch-251: torch 2.5.1 + cu124 with its nvidia-*-cu12 wheels (~5 GB): the last torch line whose
 #              `import torch` really breaks on a shadowed libnvJitLink (tests/shadowing.py)
+#   torch-110, torch-201: see the end (allocator-config proof)
 # Both also get cudafix's runtime dependencies so `venv/bin/python -m cudafix` works with the
 # checkout on PYTHONPATH.  Location: $CUDAFIX_TEST_VENVS (default ~/.cache/cudafix-venvs).
 set -eu
@@ -39,4 +40,20 @@ if [ -n "$py38" ] && [ ! -f "$root/py38/.cudafix-ready-deps" ]; then
     "$root/py38/bin/python" -m pip install -q click packaging nvidia-ml-py
     touch "$root/py38/.cudafix-ready-deps"
 fi
+# torch 1.10.2 (cu102, its CUDA runtime bundled; PyPI's cp38 wheel, ~0.9 GB) on the real Python 3.8,
+# and torch 2.0.1 (cu117) without its nvidia-* wheels except the CUDA runtime (~0.6 GB): the
+# allocator-config proof runs their own parsers through ctypes, without importing torch
+# (cudafix/devtools/alloc_conf_proof.py, docs/alloc-conf.md).
+mk38() {  # mk38 NAME PIP-ARGS...
+    name=$1; shift
+    stamp=$root/$name/.cudafix-ready-$(echo "$*" | tr ' =' '_-')
+    if [ -f "$stamp" ]; then return 0; fi
+    if [ -z "$py38" ]; then echo "no Python 3.8 for $name" >&2; return 1; fi
+    rm -rf "$root/$name"
+    "$py38" -m venv "$root/$name"
+    "$root/$name/bin/python" -m pip install -q "$@"
+    touch "$stamp"
+}
+mk38 torch-110 torch==1.10.2 click packaging nvidia-ml-py
+mk38 torch-201 --no-deps torch==2.0.1 nvidia-cuda-runtime-cu11==11.7.99
 echo "test venvs ready in $root"

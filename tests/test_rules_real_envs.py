@@ -90,9 +90,11 @@ def test_unknown_allocator_key_on_real_cu_torch(torch_cu_python):
     got = {f.rule: f for f in rules.findings(rules.run(snap))}
     f = got["alloc-conf-invalid"]
     assert "no_such_key" in f.message
-    # cudafix's key table is complete only up to torch 2.10: on 2.14 an unknown key may be new,
-    # so it is a warning and never dropped automatically (dropping it could remove a real setting).
-    assert f.severity == "warning" and not f.auto
+    # the option names are read from torch 2.14.1's own libc10 / libc10_cuda (docs/alloc-conf.md):
+    # torch rejects the key, so it is an error repaired by dropping exactly that key
+    assert snap.primary_torch.alloc_conf.parser == "tokenizer"
+    assert f.severity == "error" and f.auto
+    assert [(op.op, op.name, op.value) for op in f.fix.env.ops] == [("set", "PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")]
 
 
 def test_assumed_old_gpu_on_real_cu130_fatbin(torch_cu_python):

@@ -7,7 +7,11 @@ Modules:
 - :mod:`cudafix.knowledge.arch` — binary-compatibility rules (SASS / PTX) as functions.
 - :mod:`cudafix.knowledge.torch_builds` — official torch releases: CUDA variants, torchvision,
   Python range, arch lists.
-- :mod:`cudafix.knowledge.alloc_conf` — PYTORCH_CUDA_ALLOC_CONF keys per torch version.
+- :mod:`cudafix.knowledge.alloc_conf` — PYTORCH_CUDA_ALLOC_CONF keys per torch version (the fallback for snapshots without names read
+  from torch's libraries), and every allocator option name cudafix knows.
+
+- :mod:`cudafix.knowledge.alloc_syntax` — how each torch parser generation splits and checks
+  PYTORCH_CUDA_ALLOC_CONF (proved against torch's own parser: docs/alloc-conf.md).
 - :mod:`cudafix.knowledge.gpu_peaks` — nominal peak throughput (for ``cudafix verify``).
 
 Status values used by every table (``status`` field of a row):

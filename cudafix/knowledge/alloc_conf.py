@@ -252,3 +252,17 @@ def repair(value: str, torch_version: str) -> Optional[str]:
         return None
     kept = [(k, v) for k, v in split_conf(value) if k not in drop]
     return ",".join(k if v is None else "%s:%s" % (k, v) for k, v in kept)
+
+
+# Every option name some torch release's parser compares keys with (the table above, plus the
+# names in torch 2.14.1's libc10 / libc10_cuda that the table lacks; docs/alloc-conf.md).  The
+# probe looks each of them up in the installed torch's libraries, with the keys the user set.
+KNOWN_NAMES: Tuple[str, ...] = tuple(k.name for k in ALLOC_KEYS) + (
+    "release_lock_on_hipmalloc",
+    "pinned_use_hip_host_register",
+    "large_segment_size_mb",
+    "pinned_max_round_threshold_mb",
+    "pinned_max_cached_size_mb",
+    "pinned_free_catch_all",
+    "throw_on_cudamalloc_oom",
+)

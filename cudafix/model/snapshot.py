@@ -118,6 +118,21 @@ class PythonDist:
 
 
 @dataclasses.dataclass
+class AllocConfKeys:
+    """Which PYTORCH_CUDA_ALLOC_CONF option names the installed torch's own parser spells out,
+    read from the strings of its libraries (cudafix.probes.alloc_conf; docs/alloc-conf.md)."""
+
+    libraries: List[str] = dataclasses.field(default_factory=list)  # the files read (libc10_cuda.so, libc10.so)
+    parser: str = ""  # "regex" (1.x), "lexer" (<= 2.8), "tokenizer" (2.9+): how torch splits the value
+    max_split_check: Optional[str] = None  # ">" or ">=" from "max_split_size_mb too small, must be > "
+    accepted: List[str] = dataclasses.field(default_factory=list)  # names the parser compares against
+    rejected: List[str] = dataclasses.field(default_factory=list)  # names looked up and not in the parser
+    uncertain: List[str] = dataclasses.field(default_factory=list)  # only as a string's tail or in pieces
+    found_via: str = ""
+    unknown: Optional[str] = None  # why the names could not be read (then: cudafix's cited table)
+
+
+@dataclasses.dataclass
 class TorchBuild:
     """One torch installation found on sys.path (there may be several: a problem of its own)."""
 
@@ -128,6 +143,8 @@ class TorchBuild:
     hip: Optional[str] = None
     git_version: Optional[str] = None
     arch: List[ArchCoverage] = dataclasses.field(default_factory=list)  # per scanned library
+    # PYTORCH_CUDA_ALLOC_CONF names read from torch's libraries; None: not read (old snapshot, CPU build)
+    alloc_conf: Optional[AllocConfKeys] = None
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 

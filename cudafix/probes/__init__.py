@@ -96,6 +96,19 @@ def _guard(snap: Snapshot, name: str, fn: Callable[[], Any]) -> Any:
         return None
 
 
+def alloc_conf_keys(env: Mapping[str, str]) -> List[str]:
+    """The keys of PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF as any torch parser would split them."""
+    import re
+
+    out: List[str] = []
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        for item in re.split(r"[\s,]+", env.get(name) or ""):
+            key = item.replace(" ", "").split(":", 1)[0].strip("[]")
+            if key and key not in out:
+                out.append(key)
+    return out
+
+
 def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                   cache_dir: Optional[str] = None, *, root: str = "/", usr_local: str = "/usr/local",
                   use_nvml: bool = True, call_driver_api: bool = True, scan_arch: bool = True) -> Snapshot:
@@ -152,8 +165,10 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     if sys_path is None:
         snap.probe_errors.setdefault("torch", "no sys.path of the target interpreter (see probe_errors['python'])")
     else:
+        alloc_names = alloc_conf_keys(env)
         t = _guard(snap, "torch", lambda: torch_build.probe_torch(sys_path, prefix=prefix, cache_dir=cache_dir,
-                                                                 scan_arch=scan_arch, conda_records=conda_records))
+                                                                 scan_arch=scan_arch, conda_records=conda_records,
+                                                                 alloc_names=alloc_names))
         if t is not None:
             snap.torch = t
         tv = _guard(snap, "torchvision", lambda: torch_build.probe_torchvision(sys_path, prefix=prefix, conda_records=conda_records))

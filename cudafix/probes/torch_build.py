@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from cudafix.probes.host import read_text
 from cudafix.probes.packages import (  # noqa: F401 (DistDir, parse_dist_dirname: this module's API before)
@@ -28,7 +28,7 @@ from cudafix.probes.packages import (  # noqa: F401 (DistDir, parse_dist_dirname
     read_conda_records,
 )
 from cudafix.model import versions
-from cudafix.model.snapshot import ArchCoverage, CondaPackage, PythonDist, TorchBuild, TorchvisionBuild
+from cudafix.model.snapshot import AllocConfKeys, ArchCoverage, CondaPackage, PythonDist, TorchBuild, TorchvisionBuild
 
 # CUDA libraries that carry torch's device code, newest layout first.  torch < 1.13 split
 # libtorch_cuda into libtorch_cuda_cu / libtorch_cuda_cpp for a while; linalg is separate since 1.12.
@@ -174,6 +174,15 @@ def _scan_arch(package_dir: str, cache_dir: Optional[str]) -> Tuple[List[ArchCov
     return out, None
 
 
+def _read_alloc_conf(package_dir: str, names: Sequence[str], cache_dir: Optional[str]) -> AllocConfKeys:
+    try:
+        from cudafix.knowledge.alloc_conf import KNOWN_NAMES
+        from cudafix.probes.alloc_conf import read_alloc_keys
+    except Exception as exc:
+        return AllocConfKeys(unknown="allocator option probe unavailable: %s: %s" % (type(exc).__name__, exc))
+    return read_alloc_keys(package_dir, tuple(KNOWN_NAMES) + tuple(names), cache_dir=cache_dir)
+
+
 def _find_installs(sys_path: List[str], pkg: str) -> List[Tuple[str, Optional[str], List[DistDir]]]:
     """[(location, package_dir or None, [dist dirs])] for ``pkg``; real installs first, in order."""
     real, orphans = [], []
@@ -218,7 +227,10 @@ def _read_dists(name: str, dists: list, vp: Dict[str, object], loc: str, pkg_dir
 
 
 def probe_torch(sys_path: List[str], prefix: Optional[str] = None, cache_dir: Optional[str] = None,
-                scan_arch: bool = True, conda_records: Optional[List[CondaPackage]] = None) -> List[TorchBuild]:
+                scan_arch: bool = True, conda_records: Optional[List[CondaPackage]] = None,
+                alloc_names: Sequence[str] = ()) -> List[TorchBuild]:
+    """Every torch on ``sys_path``; ``alloc_names``: the PYTORCH_CUDA_ALLOC_CONF keys the user set,
+    looked up (with every allocator option name cudafix knows) in torch's own libraries."""
     records = _conda_records(prefix) if conda_records is None else conda_records
     out = []
     for loc, pkg_dir, dists in _find_installs(sys_path, "torch"):
@@ -253,6 +265,8 @@ def probe_torch(sys_path: List[str], prefix: Optional[str] = None, cache_dir: Op
                     tb.unknown["arch"] = why
             elif pkg_dir and scan_arch:
                 tb.found_via["arch"] = "not scanned: CPU%s build (version.py cuda is None)" % ("/ROCm" if tb.hip else "")
+            if pkg_dir and (tb.cuda or tb.unknown.get("cuda")) and (scan_arch or alloc_names):
+                tb.alloc_conf = _read_alloc_conf(pkg_dir, alloc_names, cache_dir)
             out.append(tb)
     return out
 

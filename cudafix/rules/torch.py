@@ -9,7 +9,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, UNSET, EnvOp, EnvPatch, Fix
-from cudafix.knowledge import alloc_conf, cuda_packages
+from cudafix.knowledge import alloc_conf, alloc_syntax, cuda_packages
 from cudafix.knowledge import torch_builds as tb
 from cudafix.rules._util import (
     base_version,
@@ -25,7 +25,7 @@ from cudafix.rules._util import (
     vtuple,
 )
 from cudafix.model import versions
-from cudafix.model.snapshot import Snapshot, TorchBuild, TorchvisionBuild
+from cudafix.model.snapshot import AllocConfKeys, Snapshot, TorchBuild, TorchvisionBuild
 
 ALLOC_DOC = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"
 
@@ -292,12 +292,18 @@ def check_alloc_conf(snap: Snapshot) -> Iterable[Outcome]:
         if name == "PYTORCH_ALLOC_CONF" and vtuple(tv)[:2] < (2, 9):
             out.append(unknown("%s: whether %s reads the device-generic name is not confirmed" % (name, torch_label(t)), subject=name))
             continue
+        info = t.alloc_conf
+        if info is not None and info.unknown is None and info.parser:
+            out.append(_alloc_from_torch(name, value, tv, info))
+            continue
+        fallback = ("the option names were not read from torch's libraries (%s); cudafix's table of keys per release was used"
+                    % (info.unknown if info is not None else "not in this snapshot"))
         probs = alloc_conf.check_alloc_conf(value, tv)
         if not probs:
-            out.append(ok("%s=%r is valid for torch %s" % (name, value, tv), subject=name))
+            out.append(ok("%s=%r is valid for torch %s" % (name, value, tv), fallback, subject=name))
             continue
         certain = [p for p in probs if p.certain]
-        ev = [p.reason for p in probs]
+        ev = [p.reason for p in probs] + [fallback]
         repaired = alloc_conf.repair(value, tv)
         bad_values = [p for p in certain if p.kind in (alloc_conf.BAD_VALUE, alloc_conf.MALFORMED)]
         if repaired is not None and not bad_values:
@@ -320,6 +326,33 @@ def check_alloc_conf(snap: Snapshot) -> Iterable[Outcome]:
     if not out:
         out.append(ok("PYTORCH_CUDA_ALLOC_CONF is unset", subject="PYTORCH_CUDA_ALLOC_CONF"))
     return out
+
+
+def _alloc_from_torch(name: str, value: str, tv: str, info: AllocConfKeys) -> Outcome:
+    """The verdict from the option names read from this torch's own libraries (docs/alloc-conf.md)."""
+    via = "option names: %s" % info.found_via
+    issues = alloc_syntax.check(value, info.parser, info.accepted, info.rejected, info.uncertain, info.max_split_check)
+    if not issues:
+        return ok("%s=%r is valid for torch %s" % (name, value, tv), via, subject=name)
+    ev = ["%s: %s" % (i.key, i.reason) for i in issues] + [via]
+    certain = [i for i in issues if i.kind != alloc_syntax.UNCERTAIN]
+    rejected = [i.key for i in certain if i.kind == alloc_syntax.REJECTED]
+    keys = ", ".join(i.key for i in (certain or issues))
+    if rejected and len(rejected) == len(issues):
+        # Safe: exactly the keys this torch's parser does not know are dropped (with them torch
+        # raises at its first CUDA allocation); the user's other items keep their spelling and order.
+        repaired = alloc_syntax.without(value, info.parser, rejected)
+        op = EnvOp(UNSET, name) if repaired == "" else EnvOp(SET, name, repaired)
+        shown = "unset %s" % name if repaired == "" else "%s=%s" % (name, repaired)
+        fix = Fix(summary="use %s (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), scope="both")
+    elif certain:
+        kept = alloc_syntax.without(value, info.parser, [i.key for i in certain])
+        cmd = "unset %s" % name if not kept else "export %s=%s" % (name, shlex.quote(kept))
+        fix = Fix(summary="fix or remove: %s" % keys, commands=(cmd,))
+    else:
+        fix = Fix(summary="check %s against torch %s's allocator options" % (keys, tv))
+    return problem("%s=%r: %s %s for torch %s" % (name, value, keys, "is rejected" if certain else "may be rejected", tv), ev,
+                   fix=fix, severity=ERROR if certain else WARNING, subject=name)
 
 
 RULES = (
@@ -384,8 +417,8 @@ RULES = (
             "ValueError: Unrecognized key 'foo' in CUDA allocator config.",
             "CachingAllocator option max_split_size_mb too small, must be >= 20",
         ),
-        evidence_used="PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, the torch version, cudafix's table of allocator keys per torch release",
+        evidence_used="PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, the option names spelled out in the installed torch's libc10_cuda.so / libc10.so (parser texts tell its generation); without them (old snapshot), cudafix's table of allocator keys per torch release",
         fix_text="automatic when only unknown keys are the problem: they are dropped (the rest of the value is kept); bad values of known keys need the user (exact command).",
-        sources=(ALLOC_DOC, "pytorch/pytorch c10/core/AllocatorConfig.cpp", "pytorch/pytorch#96995"),
+        sources=(ALLOC_DOC, "pytorch/pytorch c10/core/AllocatorConfig.cpp", "pytorch/pytorch#96995", "docs/alloc-conf.md"),
     ),
 )
