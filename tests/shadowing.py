@@ -1,4 +1,4 @@
-"""Real library-shadowing scenarios built from real wheels (failure catalogue F1, anchors.md §C).
+"""Real library-shadowing scenarios built from real wheels (the nvJitLink shadowing of docs/rules.md).
 
 Measured on this machine (2026-11-30):
 

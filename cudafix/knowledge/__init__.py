@@ -22,11 +22,6 @@ UNCONFIRMED = "unconfirmed"  # not verified: never rely on it without saying so
 STATUSES = (PRIMARY, DERIVED, SECONDARY, INFERRED, UNCONFIRMED)
 CONFIRMED = (PRIMARY, DERIVED)
 
-# Citation prefixes for the team's research notes (copied into rows next to the original URL).
-FACTS_DRIVER = "shared/reference/facts-driver.md"
-FACTS_TORCH = "shared/reference/facts-torch.md"
-
-
 def is_confirmed(status: str) -> bool:
     return status in CONFIRMED
 

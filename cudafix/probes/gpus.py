@@ -1,7 +1,8 @@
 """GPUs (status only): NVML when available, else /proc/driver/nvidia/gpus/*/information.
 
 Also the pure semantics of CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER, per NVIDIA's "CUDA
-Environment Variables" (CUDA Programming Guide appendix; ../shared/reference/facts-driver.md §5):
+Environment Variables" (CUDA Programming Guide appendix,
+https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html):
 
 - unset: every GPU is visible; empty string: none is;
 - a comma-separated list of integer indices, GPU UUIDs (``GPU-8932f937-...``, or a unique

@@ -1,6 +1,6 @@
 """Which file the glibc loader would pick for each CUDA library torch needs — simulated, not loaded.
 
-Model (glibc elf/dl-load.c `_dl_map_object`, elf/dl-deps.c, dlopen(3); facts-driver.md §6):
+Model (glibc elf/dl-load.c `_dl_map_object`, elf/dl-deps.c, dlopen(3); https://man7.org/linux/man-pages/man8/ld.so.8.html):
 
 0. a name already loaded (by DT_SONAME or the name it was loaded under) is reused;
 1. DT_RPATH of the requesting object, then of the object that loaded it, and on up, then the

@@ -1,5 +1,5 @@
 """Driver rules: presence, user-space vs kernel module, CUDA version vs torch's, forward compat
-(facts-driver.md §1, §1d/e, §2, §4; anchors.md §C F6, F14, F15)."""
+(the documents and reports each rule cites in ``sources``, docs/rules.md)."""
 
 from __future__ import annotations
 
@@ -250,7 +250,8 @@ def check_driver_minor_compat(snap: Snapshot) -> Iterable[Outcome]:
 # Jetson).  Names are matched conservatively; anything else is "unknown", never "supported".
 _DATACENTER = re.compile(r"\b(Tesla|A100|A800|A30|A40|A10|A16|A2|H100|H200|H800|H20|GH200|B100|B200|GB200|B300|GB300|L4|L40S?|L20|T4|V100|P100|P40|P4)\b", re.I)
 _CONSUMER = re.compile(r"\b(GeForce|TITAN)\b", re.I)
-# Base driver branches of NVIDIA's forward-compatibility matrix (13.4-era edition, facts-driver §4a).
+# Base driver branches of NVIDIA's forward-compatibility matrix (13.4-era edition,
+# https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html).
 _FWD_BASES = (535, 570, 580, 590, 595, 610, 615)
 
 
@@ -402,6 +403,6 @@ RULES = (
         evidence_used="the libcuda the loader picks and whether it is a cuda-compat copy, its version, the kernel module version, GPU names, LD_LIBRARY_PATH",
         fix_text="automatic: the compat directory is dropped from LD_LIBRARY_PATH on activation and the driver's own libcuda (the kernel module's version) is preloaded.",
         sources=(FWD_DOC, "DeepVAC/TorchPod#43", "oobabooga/textgen#4407", "gpustack/gpustack#1540", "ModelTC/LightLLM#191",
-                 "shared/DESIGN.md (H200: compat libcuda.so.580.95.05 on driver 580.159.04 -> error 803)"),
+                 "docs/gpu.md (H200: compat libcuda.so.580.95.05 on driver 580.159.04 -> error 803)"),
     ),
 )

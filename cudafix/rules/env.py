@@ -1,5 +1,6 @@
 """Environment-variable rules: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_LAUNCH_BLOCKING,
-CUDA_MODULE_LOADING (facts-driver.md §5; anchors.md §C F12; DESIGN.md measurements)."""
+CUDA_MODULE_LOADING (https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html;
+the reports each rule cites, docs/rules.md; H200 measurements, docs/gpu.md)."""
 
 from __future__ import annotations
 
@@ -253,7 +254,7 @@ RULES = (
         ),
         evidence_used="the CUDA_LAUNCH_BLOCKING value",
         fix_text="unset CUDA_LAUNCH_BLOCKING when not debugging.",
-        sources=(ENV_DOC, "shared/DESIGN.md (H200 measurement)"),
+        sources=(ENV_DOC, "docs/gpu.md (H200 measurement)"),
     ),
     Rule(
         id="module-loading-eager",
@@ -267,6 +268,6 @@ RULES = (
         ),
         evidence_used="CUDA_MODULE_LOADING / CUDA_MODULE_DATA_LOADING, torch.version.cuda, driver version",
         fix_text="unset CUDA_MODULE_LOADING (and CUDA_MODULE_DATA_LOADING).",
-        sources=(LAZY_DOC, ENV_DOC, "pytorch/pytorch#85692", "shared/DESIGN.md (H200 measurement)"),
+        sources=(LAZY_DOC, ENV_DOC, "pytorch/pytorch#85692", "docs/gpu.md (H200 measurement)"),
     ),
 )
