@@ -1,7 +1,9 @@
-"""Every rule over recorded / transcribed snapshots (tests/fixtures/snapshots/*.json).
+"""Every rule over transcribed snapshots (tests/fixtures/snapshots/*.json, see its SOURCES.md) and
+over the real H200 recording with stated overrides (tests/snapbuild.py).
 
-Expectations are written from the report named in each fixture's "source" field (rule id,
-severity, the facts the finding must name), not from what the code prints.  Each fixture also
+Expectations are written from the report named in each fixture's "source" field, or from what the
+H200 machine did (docs/gpu.md, docs/gpu-raw/) (rule id, severity, the facts the finding must
+name), not from what the code prints.  Each fixture also
 asserts that NO other rule raises a problem: truthfulness (e.g. sm_89 runs sm_86 SASS, a CUDA 12
 lib dir does not shadow soname-major-11 libraries).
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -17,12 +20,40 @@ from cudafix import rules
 from cudafix.model.findings import OK, PROBLEM
 from cudafix.model.fixes import REMOVE_PATH, SET, UNSET
 from cudafix.model.snapshot import Snapshot
+from tests.snapbuild import H200, snap
 
 SNAPS = pathlib.Path(__file__).resolve().parent / "fixtures" / "snapshots"
 CACHE_MAX = str(4 * 1024 ** 3)
 
 
+# The H200 recording plus overrides, each a state measured on that machine (docs/gpu.md):
+# the image's cuda-compat libcuda first on LD_LIBRARY_PATH (error 803), CUDA_LAUNCH_BLOCKING=1,
+# CUDA_MODULE_LOADING=EAGER.  The compat state is what `cudafix snapshot` records when the loader
+# picks /usr/local/cuda-13.0/compat/libcuda.so.580.95.05 (docs/gpu-raw/compat-libcuda.json).
+COMPAT_DIR = "/usr/local/cuda-13.0/compat"
+COMPAT_LIBCUDA = COMPAT_DIR + "/libcuda.so.580.95.05"
+OWN_LIBCUDA = "/usr/local/nvidia/lib64/libcuda.so.580.159.04"  # the recording's own libcuda
+H200_COMPAT_FIRST = {
+    "env.LD_LIBRARY_PATH": COMPAT_DIR + ":/usr/local/nvidia/lib64:/usr/local/nvidia/lib",
+    "libraries.ld_library_path": [COMPAT_DIR, "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib"],
+    "driver.libcuda_path": COMPAT_LIBCUDA,
+    "driver.libcuda_version": "580.95.05",
+    "driver.compat_libcuda": [COMPAT_LIBCUDA],
+    "libraries.resolutions[soname=libcuda.so.1].resolved": COMPAT_LIBCUDA,
+    "libraries.resolutions[soname=libcuda.so.1].resolved_version": "580.95.05",
+    "libraries.resolutions[soname=libcuda.so.1].others": [OWN_LIBCUDA],
+}
+BUILT = {
+    "h200 recorded": {},
+    "h200 + compat libcuda first": H200_COMPAT_FIRST,
+    "h200 + CUDA_LAUNCH_BLOCKING=1": {"env.CUDA_LAUNCH_BLOCKING": "1"},
+    "h200 + CUDA_MODULE_LOADING=EAGER": {"env.CUDA_MODULE_LOADING": "EAGER"},
+}
+
+
 def load(name: str) -> Snapshot:
+    if name in BUILT:
+        return snap(H200, BUILT[name])
     return Snapshot.load(str(SNAPS / name))
 
 
@@ -66,16 +97,16 @@ EXPECT = {
     "f_torchvision_cuda_mismatch.json": {"torchvision-mismatch": ("error", ["11.7", "11.3"], False),
                                          "cuda-home-mismatch": ("warning", ["11.7", "11.3"], False)},
     "f_torchvision_colab_mismatch.json": {"torchvision-mismatch": ("error", ["2.0.1", "2.0.0", "11.8"], False)},
-    "h200_forward_compat_803.json": {"forward-compat-mismatch": ("error", ["580.95.05", "580.159.04", "803"], True)},
-    "h200_launch_blocking.json": {"launch-blocking": ("warning", ["CUDA_LAUNCH_BLOCKING=1"], False)},
-    "h200_module_loading_eager.json": {"module-loading-eager": ("warning", ["EAGER"], False)},
+    "h200 + compat libcuda first": {"forward-compat-mismatch": ("error", ["580.95.05", "580.159.04", "803"], True)},
+    "h200 + CUDA_LAUNCH_BLOCKING=1": {"launch-blocking": ("warning", ["CUDA_LAUNCH_BLOCKING=1"], False)},
+    "h200 + CUDA_MODULE_LOADING=EAGER": {"module-loading-eager": ("warning", ["EAGER"], False)},
     "mixed_gpus_device_order.json": {"device-order": ("warning", ["RTX 3090", "RTX 4090"], False)},
     "onediff_cu124_minor_compat.json": {"driver-minor-compat": ("warning", ["535.183.01", "12.2", "12.4"], False)},
     "birefnet_alloc_conf_invalid.json": {"alloc-conf-invalid": ("error", ["expandable_segments", "2.0.1"], True)},
     # recorded on this project's GPU-less dev box: CUDA torch, no driver -> warning (no GPU seen)
     "real_torch_cu_no_driver.json": {"no-driver": ("warning", ["2.14.1+cu130"], False)},
     # healthy counterparts
-    "h200_healthy.json": {},
+    "h200 recorded": {},  # `cudafix check --strict` there: 0 errors, 0 warnings (docs/gpu-raw/h200-status.txt)
     "onediff_driver_ok.json": {},
     "f12_visible_devices_ok.json": {},
     "mixed_gpus_pci_order.json": {},
@@ -85,7 +116,7 @@ EXPECT = {
 
 def test_every_fixture_has_a_source_and_an_expectation():
     names = sorted(p.name for p in SNAPS.glob("*.json"))
-    assert sorted(EXPECT) == names
+    assert sorted(set(EXPECT) - set(BUILT)) == names and set(BUILT) <= set(EXPECT)
     for n in names:
         data = json.loads((SNAPS / n).read_text())
         assert data["schema"] == "cudafix.snapshot/1"
@@ -149,9 +180,14 @@ def test_lib_shadowed_fix_preloads_torchs_copy_and_drops_the_entry():
 
 
 def test_forward_compat_fix_drops_compat_dir_and_preloads_the_kernel_matching_libcuda():
-    f = _one("h200_forward_compat_803.json", "forward-compat-mismatch")
-    assert env_ops(f) == {(REMOVE_PATH, "LD_LIBRARY_PATH", "/usr/local/cuda-13.0/compat")}
-    assert [p.path for p in f.fix.preload] == ["/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"]
+    f = _one("h200 + compat libcuda first", "forward-compat-mismatch")
+    # what the fix did on the H200 itself (bench/gpu/after.sh fixes): the dir it dropped, the
+    # libcuda it preloaded, after which the first CUDA op succeeded
+    raw = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "gpu-raw" / "h200-fixes.txt").read_text()
+    dropped = re.search(r"LD_LIBRARY_PATH \u2212(\S+) \u2014 cudafix status", raw).group(1)
+    preloaded = re.search(r"cudafix: preloaded (\S+) for libcuda\.so\.1", raw).group(1)
+    assert env_ops(f) == {(REMOVE_PATH, "LD_LIBRARY_PATH", dropped)}
+    assert [p.path for p in f.fix.preload] == [preloaded]
 
 
 def test_alloc_conf_fix_drops_the_unknown_key():
@@ -192,13 +228,12 @@ def test_every_rule_has_a_problem_and_an_ok_fixture():
 
 def test_unknown_is_not_ok_when_data_is_missing():
     # no library resolutions recorded for a CUDA torch -> lib-shadowed cannot say "ok"
-    run = [r for r in rules.run(load("h200_healthy.json")) if r.rule.id == "lib-shadowed"][0]
+    run = [r for r in rules.run(snap(H200, {"libraries.resolutions": []})) if r.rule.id == "lib-shadowed"][0]
     assert run.verdict == "unknown"
     # GPUs assumed without a driver -> no-driver is unknown, not ok and not a problem
-    snap = load("h200_healthy.json")
-    snap.driver.kernel_version = snap.driver.libcuda_path = None
-    snap.assumed = {"gpus": {"values": ["NVIDIA H200"]}}
-    run = [r for r in rules.run(snap) if r.rule.id == "no-driver"][0]
+    s = snap(H200, {"driver.kernel_version": None, "driver.libcuda_path": None,
+                    "assumed.gpus": {"values": ["NVIDIA H200"]}})
+    run = [r for r in rules.run(s) if r.rule.id == "no-driver"][0]
     assert run.verdict == "unknown"
 
 
