@@ -28,6 +28,7 @@ import pytest
 from cudafix import rules
 from cudafix.model.findings import OK, PROBLEM
 from cudafix.model.snapshot import Snapshot
+from tests.conftest import require
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXDIR = os.path.join(ROOT, "tests", "fixtures", "yolov9")
@@ -251,11 +252,11 @@ def _activate(variant, deactivate_too=False):
     return values, p.stderr.strip()
 
 
-@pytest.mark.skipif(BASH is None, reason="bash not installed")
 @pytest.mark.parametrize("variant", [("a100", "pip", "cudahome"), ("rtx4090", "conda", "nocudahome"),
                                      ("h100", "conda", "nocudahome"), ("h200", "pip", "cudahome")],
                          ids=lambda v: "-".join(v))
 def test_activation_applies_and_restores(variant):
+    require(BASH, "bash not installed")
     values, line = _activate(variant, deactivate_too=True)
     assert values["CUDA_HOME"] == "/usr/local/cuda-11.3"
     assert values["LD_LIBRARY_PATH"] == "/usr/local/cuda-12.1/lib64"  # not shadowing: left alone
