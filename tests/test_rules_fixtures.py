@@ -43,17 +43,33 @@ H200_COMPAT_FIRST = {
     "libraries.resolutions[soname=libcuda.so.1].resolved_version": "580.95.05",
     "libraries.resolutions[soname=libcuda.so.1].others": [OWN_LIBCUDA],
 }
-BUILT = {
-    "h200 recorded": {},
-    "h200 + compat libcuda first": H200_COMPAT_FIRST,
-    "h200 + CUDA_LAUNCH_BLOCKING=1": {"env.CUDA_LAUNCH_BLOCKING": "1"},
-    "h200 + CUDA_MODULE_LOADING=EAGER": {"env.CUDA_MODULE_LOADING": "EAGER"},
+# The yolov9 image of issue 8: the synthetic snapshots of tests/fixtures/yolov9/ (make_snapshots.py,
+# every value sourced there), with the JIT-cache states of two public reports as overrides.
+YOLOV9 = "yolov9/yolov9-%s-cudahome.json"
+CACHE_DISABLED = {"env.CUDA_CACHE_DISABLE": "1", "jit_cache.disabled": True}  # FORTH-ModelBasedTracker/HandTracker#7
+CACHE_UNWRITABLE = {"env.CUDA_CACHE_PATH": "/.nv/ComputeCache", "jit_cache.path": "/.nv/ComputeCache",
+                    "jit_cache.writable": False}  # dl-container-registry/furnari-flow#3: no writable cache dir
+BUILT = {  # name -> (base, overrides)
+    "h200 recorded": (H200, {}),
+    "h200 + compat libcuda first": (H200, H200_COMPAT_FIRST),
+    "h200 + CUDA_LAUNCH_BLOCKING=1": (H200, {"env.CUDA_LAUNCH_BLOCKING": "1"}),
+    "h200 + CUDA_MODULE_LOADING=EAGER": (H200, {"env.CUDA_MODULE_LOADING": "EAGER"}),
+    # measured there: yolov9c then ran on the CPU, 11.7x slower (docs/gpu-raw/yolo-cpu-fallback.json)
+    "h200 + CUDA_VISIBLE_DEVICES=''": (H200, {"env.CUDA_VISIBLE_DEVICES": "", "gpus.visible": []}),
+    "yolov9 conda a100": (YOLOV9 % "a100-conda", {}),
+    "yolov9 conda rtx4090": (YOLOV9 % "rtx4090-conda", {}),
+    "yolov9 pip a100": (YOLOV9 % "a100-pip", {}),
+    "yolov9 conda h100": (YOLOV9 % "h100-conda", {}),
+    "yolov9 conda h200": (YOLOV9 % "h200-conda", {}),
+    "yolov9 conda h100 + cache disabled": (YOLOV9 % "h100-conda", CACHE_DISABLED),
+    "yolov9 conda h100 + cache unwritable": (YOLOV9 % "h100-conda", CACHE_UNWRITABLE),
+    "yolov9 pip h200": (YOLOV9 % "h200-pip", {}),
 }
 
 
 def load(name: str) -> Snapshot:
     if name in BUILT:
-        return snap(H200, BUILT[name])
+        return snap(*BUILT[name])
     return Snapshot.load(str(SNAPS / name))
 
 
@@ -68,22 +84,22 @@ def env_ops(f):
 # fixture -> {rule: (severity, [substrings the message+evidence must contain], auto?)}
 EXPECT = {
     # issue 8: A100 / 4090 -> only the CUDA_HOME 12.1 vs torch 11.3 mismatch, fixed to cuda-11.3
-    "yolov9_conda_a100.json": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
-    "yolov9_conda_rtx4090.json": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
-    "yolov9_pip_a100.json": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
+    "yolov9 conda a100": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
+    "yolov9 conda rtx4090": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
+    "yolov9 pip a100": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
     # issue 8: H100/H200 + conda build -> every kernel JIT-compiled from compute_37 PTX
-    "yolov9_conda_h100.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
-                               "arch-ptx-jit": ("warning", ["compute_37", "sm_90", "4 GiB"], True)},
-    "yolov9_conda_h200.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h100": {"cuda-home-mismatch": ("error", ["11.3"], True),
+                               "arch-ptx-jit": ("warning", ["compute_37", "sm_90"], True)},
+    "yolov9 conda h200": {"cuda-home-mismatch": ("error", ["11.3"], True),
                                "arch-ptx-jit": ("warning", ["compute_37", "H200"], True)},
-    "yolov9_conda_h100_cache_disabled.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h100 + cache disabled": {"cuda-home-mismatch": ("error", ["11.3"], True),
                                               "arch-ptx-jit": ("warning", ["compute_37", "disabled"], False),
                                               "jit-cache-too-small": ("warning", ["CUDA_CACHE_DISABLE"], True)},
-    "yolov9_conda_h100_cache_unwritable.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h100 + cache unwritable": {"cuda-home-mismatch": ("error", ["11.3"], True),
                                                 "arch-ptx-jit": ("warning", ["compute_37"], True),
                                                 "jit-cache-unwritable": ("warning", ["/.nv/ComputeCache"], False)},
     # issue 8: H200 + pip cu113 wheel (no PTX) -> no kernel image
-    "yolov9_pip_h200.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 pip h200": {"cuda-home-mismatch": ("error", ["11.3"], True),
                              "arch-unsupported": ("error", ["sm_90", "no kernel image"], False)},
     "f1_ragflow_nvjitlink_shadowed.json": {"lib-shadowed": ("error", ["libnvJitLink.so.12", "/usr/local/cuda-12.1/lib64", "12.1.105", "12.4.127"], True)},
     "f5_ultralytics_cpu_torch.json": {"cpu-only-torch": ("error", ["2.1.0+cpu", "RTX 3060"], False)},
@@ -100,6 +116,7 @@ EXPECT = {
     "h200 + compat libcuda first": {"forward-compat-mismatch": ("error", ["580.95.05", "580.159.04", "803"], True)},
     "h200 + CUDA_LAUNCH_BLOCKING=1": {"launch-blocking": ("warning", ["CUDA_LAUNCH_BLOCKING=1"], False)},
     "h200 + CUDA_MODULE_LOADING=EAGER": {"module-loading-eager": ("warning", ["EAGER"], False)},
+    "h200 + CUDA_VISIBLE_DEVICES=''": {"cuda-visible-devices-hides-all": ("error", ["CUDA_VISIBLE_DEVICES=''"], False)},
     "mixed_gpus_device_order.json": {"device-order": ("warning", ["RTX 3090", "RTX 4090"], False)},
     "onediff_cu124_minor_compat.json": {"driver-minor-compat": ("warning", ["535.183.01", "12.2", "12.4"], False)},
     "birefnet_alloc_conf_invalid.json": {"alloc-conf-invalid": ("error", ["expandable_segments", "2.0.1"], True)},
@@ -145,12 +162,12 @@ def _one(name, rid):
 
 
 def test_yolov9_cuda_home_fix_points_at_the_installed_11_3_toolkit():
-    f = _one("yolov9_conda_a100.json", "cuda-home-mismatch")
+    f = _one("yolov9 conda a100", "cuda-home-mismatch")
     assert env_ops(f) == {(SET, "CUDA_HOME", "/usr/local/cuda-11.3")}
 
 
 def test_yolov9_h100_jit_fix_raises_cache_and_names_a_native_sm90_build_for_py38():
-    f = _one("yolov9_conda_h100.json", "arch-ptx-jit")
+    f = _one("yolov9 conda h100", "arch-ptx-jit")
     assert env_ops(f) == {(SET, "CUDA_CACHE_MAXSIZE", CACHE_MAX)}
     assert f.fix.commands, "an exact install command is required"
     # the recommended build must carry sm_90 SASS, fit driver CUDA 12.1 and Python 3.8
@@ -167,7 +184,7 @@ def test_yolov9_h100_jit_fix_raises_cache_and_names_a_native_sm90_build_for_py38
 
 def test_yolov9_ld_library_path_to_cuda_12_1_is_not_shadowing():
     # libcublas.so.11 vs libcublas.so.12: different soname majors never collide
-    for name in ("yolov9_pip_a100.json", "yolov9_conda_a100.json"):
+    for name in ("yolov9 pip a100", "yolov9 conda a100"):
         run = [r for r in rules.run(load(name)) if r.rule.id == "lib-shadowed"][0]
         assert run.verdict == OK
 
@@ -196,7 +213,7 @@ def test_alloc_conf_fix_drops_the_unknown_key():
 
 
 def test_cache_disabled_fix_reenables_it():
-    f = _one("yolov9_conda_h100_cache_disabled.json", "jit-cache-too-small")
+    f = _one("yolov9 conda h100 + cache disabled", "jit-cache-too-small")
     assert env_ops(f) == {(UNSET, "CUDA_CACHE_DISABLE", None)}
 
 
