@@ -82,5 +82,6 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if IN_CI and rep.skipped and not hasattr(rep, "wasxfail") and item.get_closest_marker("gpu") is None:
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        reason = reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
         rep.outcome = "failed"
         rep.longrepr = "skipped under CI=true (a missing prerequisite is a failure): %s" % reason

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The note files by name, however they were spelled (with or without the folder, "§" or not).
 PRIVATE = re.compile(
     r"\.\./shared\b|\bshared/(?:DESIGN|reference)\b|\bDESIGN(?:\.md|\s+constraint|\s+hard\s+constraint)"
-    r"|\bfacts-(?:driver|torch)\b|\banchors\.md\b|\bFACTS_(?:DRIVER|TORCH)\b"
+    r"|\bfacts-(?:driver|torch)\b|\banchors\.md\b|\banchors\s+(?:F\d|§)|\bFACTS_(?:DRIVER|TORCH)\b"
 )
 
 
@@ -51,6 +51,7 @@ def test_pattern_catches_each_spelling(tmp_path):
         "Trust only a cache file we own (DESIGN constraint 6).",
         "# Never torch (DESIGN.md, hard constraint 8).",
         "transcribed from the conda 1.10 cu11.3 arch list (facts-torch §2c)",
+        "Grace9994/CoMoSVC#6 / anchors F12 (os.environ[...] hard-coded)",
     )
     clean = ("https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html",
              "docs/gpu.md (H200 measurement)", "cannot open shared object file", "-shared", "/usr/share/doc")
