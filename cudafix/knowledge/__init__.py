@@ -16,7 +16,7 @@ Status values used by every table (``status`` field of a row):
 PRIMARY = "primary"  # read in a primary source (vendor docs, the project's own code/scripts, local artifact)
 DERIVED = "derived"  # follows from primary rows by a stated rule (e.g. GA toolkit driver -> branch)
 SECONDARY = "secondary"  # seen only in third-party copies / user reports
-INFERRED = "inferred"  # the reference infers it (e.g. from PR dates, unchanged build scripts)
+INFERRED = "inferred"  # inferred from dated evidence (PR merge dates, build scripts unchanged between releases)
 UNCONFIRMED = "unconfirmed"  # not verified: never rely on it without saying so
 
 STATUSES = (PRIMARY, DERIVED, SECONDARY, INFERRED, UNCONFIRMED)

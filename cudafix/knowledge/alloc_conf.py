@@ -1,6 +1,6 @@
 """PYTORCH_CUDA_ALLOC_CONF keys per torch version (torch's allocator-config parser and the PRs that added each key).
 
-"since" versions are inferred from PR dates in the reference, so each key carries a range:
+"since" versions are inferred from the dates of the PRs that added them, so each key carries a range:
 ``earliest`` = the first release that *can* contain it (branch cut after the PR was opened or
 merged) and ``latest`` = the release from which it is known/believed present.  A torch older
 than ``earliest`` certainly rejects the key (that is what :func:`repair` drops); between the two
@@ -142,7 +142,7 @@ ALLOC_KEYS: Tuple[AllocKey, ...] = (
 
 _KEYS = {k.name: k for k in ALLOC_KEYS}
 
-# The key lists read in the reference (pytorch@065861fb, @01f9ef32) are complete up to about this
+# The key lists read in c10's allocator config at pytorch@065861fb and @01f9ef32 are complete up to about this
 # release; a key unknown to cudafix on a newer torch may be a new key, so it is only "uncertain".
 KEYS_COMPLETE_UNTIL = "2.10"
 

@@ -25,16 +25,19 @@ S_1A = (
     "https://github.com/pytorch/pytorch/blob/main/RELEASE.md (Release Compatibility Matrix); "
     "https://github.com/pytorch/vision#installation (torch/torchvision/Python table)"
 )
-S_SITE = "https://github.com/pytorch/pytorch.github.io/blob/site/_get_started/previous-versions.md; " + S_1A
+S_SITE = "https://github.com/pytorch/pytorch.github.io/blob/e3f009bbc0d7509ed5c85b633313ec72aa2d1a40/_get_started/previous-versions.md; " + S_1A
 S_TESTINFRA = "https://github.com/pytorch/test-infra/blob/main/tools/scripts/generate_binary_build_matrix.py (CUDA_ARCHES_DICT); " + S_1A
 S_LOCAL = "local artifact: torch-*.dist-info/METADATA + torch/version.py of the test venvs (tests/make_venvs.sh)"
 S_B_BUILD = "https://github.com/pytorch/builder/blob/release/1.10/manywheel/build.sh (also release/1.9, lts/release/1.8)"
 S_B_CUDA = "https://github.com/pytorch/builder/blob/release/2.5/manywheel/build_cuda.sh (release/1.11 .. release/2.5)"
-S_PT_CUDA = "https://github.com/pytorch/pytorch/blob/main/.ci/manywheel/build_cuda.sh"
+S_PT_CUDA = (
+    "https://github.com/pytorch/pytorch/blob/799d09f215740cc4fb78e0bd278dce469e33ddcb/.ci/manywheel/build_cuda.sh"
+    " (from 2.13: .ci/manywheel/build_env_setup.py)"
+)
 S_CONDA = "https://github.com/pytorch/builder/blob/release/2.5/conda/pytorch-nightly/build.sh"
 S_CONDA_DEP = (
     "https://github.com/pytorch/builder/blob/release/1.12/conda/build_pytorch.sh; "
-    "https://github.com/pytorch/pytorch.github.io/blob/site/_get_started/previous-versions.md"
+    "https://github.com/pytorch/pytorch.github.io/blob/e3f009bbc0d7509ed5c85b633313ec72aa2d1a40/_get_started/previous-versions.md"
 )
 
 L102 = "3.7;5.0;6.0;7.0"
@@ -256,7 +259,7 @@ RELEASES: Tuple[TorchRelease, ...] = (
                 note="release-wheel +PTX unconfirmed"),
         ),
         source=S_TESTINFRA, latest_status=UNCONFIRMED,
-        note="latest patch not in the reference (2.10.0 used); torchvision 0.25 secondary",
+        note="latest patch not confirmed (2.10.0 used); torchvision 0.25 secondary",
     ),
     TorchRelease(
         "2.11", "2.11.0", "0.26", "0.26.0", ("cu126", "cu128", "cu130"), "cu130", ("3.10", "3.14"),
