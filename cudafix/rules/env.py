@@ -264,7 +264,7 @@ RULES = (
         cause="With EAGER, the CUDA runtime loads every kernel of every library at the first CUDA call instead of on first use. Lazy loading needs a CUDA 11.7+ runtime and an R515+ driver; it is the default on Linux since CUDA 12.2 (torch set LAZY itself from 1.13).",
         symptoms=(
             "first CUDA operation takes seconds (H200, torch 2.11 cu130: 3.01 s vs 0.34 s, docs/gpu.md)",
-            "device memory used at start roughly doubles (1261 MiB vs 621 MiB)",
+            "device memory used at start roughly doubles (1260 MiB vs 620 MiB, docs/gpu-raw/module-loading.json)",
         ),
         evidence_used="CUDA_MODULE_LOADING / CUDA_MODULE_DATA_LOADING, torch.version.cuda, driver version",
         fix_text="unset CUDA_MODULE_LOADING (and CUDA_MODULE_DATA_LOADING).",
