@@ -6,8 +6,6 @@ import os
 import pathlib
 import shutil
 
-import pytest
-
 from cudafix.probes import toolkits as tk
 from tests.conftest import FIXTURES, require, venv_site_packages
 

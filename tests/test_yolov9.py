@@ -26,7 +26,7 @@ import sys
 import pytest
 
 from cudafix import rules
-from cudafix.model.findings import OK, PROBLEM
+from cudafix.model.findings import OK
 from cudafix.model.snapshot import Snapshot
 from tests.conftest import require
 
