@@ -24,6 +24,8 @@ mk torch-cu torch==2.14.1
 mk torch-251 torch==2.5.1
 # Ray for `cudafix fleet --ray` against a real local cluster (tests/test_fleet_engines.py)
 mk ray ray==2.60.0
+# The older nvJitLink wheels of the shadowing scenarios (tests/shadowing.py): fetched here, never by a test.
+"$root/torch-cpu/bin/python" "$(dirname "$0")/shadowing.py" --fetch
 
 # A real Python 3.8 (yolov9 images ship 3.8) with cudafix's runtime dependencies, for the tests
 # that run cudafix under 3.8 itself (tests/test_py38_real.py).  pyenv's 3.8 where present; else

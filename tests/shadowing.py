@@ -1,4 +1,4 @@
-"""Real library-shadowing scenarios built from real wheels (failure catalogue F1, anchors.md §C).
+"""Real library-shadowing scenarios built from real wheels (the nvJitLink shadowing of docs/rules.md).
 
 Measured on this machine (2026-11-30):
 
@@ -16,8 +16,9 @@ Measured on this machine (2026-11-30):
   and 13.0.39 still has the ``_13_0`` symbols cuSPARSE 12.6.3.3 needs.
 
 Wheels are downloaded once (pip, ``--no-deps``) into ``~/.cache/cudafix-test-wheels``
-(``CUDAFIX_TEST_WHEELS`` overrides) and unpacked with their dist-info, so the version of each file
-can be read from the wheel's RECORD like in a real site-packages.
+(``CUDAFIX_TEST_WHEELS`` overrides) by tests/make_venvs.sh (``python shadowing.py --fetch``), never
+by a test, and unpacked with their dist-info, so the version of each file can be read from the
+wheel's RECORD like in a real site-packages.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ CACHE = pathlib.Path(os.environ.get("CUDAFIX_TEST_WHEELS", str(pathlib.Path.home
 F1_TORCH = "torch==2.5.1"
 F1_SHADOW_WHEEL = ("nvidia-nvjitlink-cu12", "12.3.101")
 F1_ERROR = "undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12"
+CU_SHADOW_WHEEL = ("nvidia-nvjitlink", "13.0.39")
+WHEELS = (F1_SHADOW_WHEEL, CU_SHADOW_WHEEL)  # what `--fetch` downloads
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,21 +54,30 @@ def _run(cmd: list, timeout: float) -> None:
     subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
 
 
+def _wheels(dist: str, version: str) -> list:
+    return sorted((CACHE / "wheels").glob("%s-%s-*.whl" % (dist.replace("-", "_"), version)))
+
+
+def fetch(python: str = sys.executable) -> None:
+    """Download every scenario wheel not yet in the cache (tests/make_venvs.sh runs this)."""
+    (CACHE / "wheels").mkdir(parents=True, exist_ok=True)
+    for dist, version in WHEELS:
+        if not _wheels(dist, version):
+            _run([python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(CACHE / "wheels"),
+                  "%s==%s" % (dist, version)], 900)
+        if not _wheels(dist, version):
+            raise RuntimeError("pip did not produce a wheel for %s==%s" % (dist, version))
+
+
 def wheel_dir(dist: str, version: str) -> pathlib.Path:
-    """Download ``dist==version`` (no deps) once and unpack it; return the unpack root."""
-    wheels = CACHE / "wheels"
+    """Unpack the downloaded ``dist==version`` wheel once; return the unpack root."""
     dest = CACHE / "x" / ("%s-%s" % (dist, version))
     marker = dest / ".complete"
     if marker.exists():
         return dest
-    wheels.mkdir(parents=True, exist_ok=True)
-    norm = dist.replace("-", "_")
-    found = sorted(wheels.glob("%s-%s-*.whl" % (norm, version)))
+    found = _wheels(dist, version)
     if not found:
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(wheels), "%s==%s" % (dist, version)], 900)
-        found = sorted(wheels.glob("%s-%s-*.whl" % (norm, version)))
-    if not found:
-        raise RuntimeError("pip did not produce a wheel for %s==%s" % (dist, version))
+        raise RuntimeError("%s==%s not in %s: run tests/make_venvs.sh (CI does)" % (dist, version, CACHE / "wheels"))
     with zipfile.ZipFile(str(found[0])) as zf:
         zf.extractall(str(dest))
     marker.write_text("ok")
@@ -81,7 +93,7 @@ def _lib_in(root: pathlib.Path, soname: str) -> pathlib.Path:
 
 def torch_cu_nvjitlink_dir() -> ShadowScenario:
     """Older libnvJitLink.so.13 (13.0.39) for the torch 2.14.1+cu130 venv (shipped: 13.5.37)."""
-    lib = _lib_in(wheel_dir("nvidia-nvjitlink", "13.0.39"), "libnvJitLink.so.13")
+    lib = _lib_in(wheel_dir(*CU_SHADOW_WHEEL), "libnvJitLink.so.13")
     python = pathlib.Path(os.environ.get("CUDAFIX_TEST_VENVS", str(pathlib.Path.home() / ".cache" / "cudafix-venvs"))) / "torch-cu" / "bin" / "python"
     return ShadowScenario(python, str(lib.parent), lib, "libnvJitLink.so.13", "13.0.39", None)
 
@@ -101,3 +113,9 @@ def torch_251_nvjitlink_scenario() -> ShadowScenario:
     py = torch_251_venv()
     lib = _lib_in(wheel_dir(*F1_SHADOW_WHEEL), "libnvJitLink.so.12")
     return ShadowScenario(py, str(lib.parent), lib, "libnvJitLink.so.12", F1_SHADOW_WHEEL[1], F1_ERROR)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--fetch"]:
+        sys.exit("usage: python tests/shadowing.py --fetch")
+    fetch()

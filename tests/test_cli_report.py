@@ -18,7 +18,7 @@ from cudafix.cli import report as cli_report
 from cudafix.model.findings import OK, PROBLEM, Outcome, Rule
 from cudafix.model.fixes import Fix
 from cudafix.model.snapshot import Snapshot
-from tests.conftest import REPO, run_cudafix, run_dev_cudafix
+from tests.conftest import REPO, require, run_cudafix, run_dev_cudafix
 from tests.test_report import healthy_h200, no_driver
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -355,7 +355,8 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 
 def test_run_test_fails_when_no_test_is_collected():
-    env = dict(os.environ, CUDAFIX_RUN_PYTHON=sys.executable)
+    # CUDAFIX_RUN_NO_SETUP: no apt-get, no test venvs -- a test never installs software
+    env = dict(os.environ, CUDAFIX_RUN_PYTHON=sys.executable, CUDAFIX_RUN_NO_SETUP="1")
     r = subprocess.run([str(REPO / "run"), "test", "-q", "-k", "no_test_has_this_name_zzz"], env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
@@ -363,8 +364,8 @@ def test_run_test_fails_when_no_test_is_collected():
 
 
 def test_run_status_shows_the_bundled_example_without_driver():
-    if os.path.exists("/sys/module/nvidia/version") or os.path.exists("/proc/driver/nvidia/version"):
-        pytest.skip("this machine has an NVIDIA driver: ./run status shows only the real machine")
+    require(not (os.path.exists("/sys/module/nvidia/version") or os.path.exists("/proc/driver/nvidia/version")),
+            "needs a machine without an NVIDIA driver (with one, ./run status shows only the real machine)")
     env = dict(os.environ, CUDAFIX_RUN_PYTHON=sys.executable)
     r = subprocess.run([str(REPO / "run"), "status"], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from cudafix.probes.elf import EM_386, EM_X86_64, expand_dst, read_elf, split_path_list
-from tests.conftest import venv_site_packages
+from tests.conftest import require, venv_site_packages
 
 READELF = shutil.which("readelf")
 
@@ -31,8 +31,8 @@ def readelf_sections(path: str):
     return secs
 
 
-@pytest.mark.skipif(READELF is None, reason="readelf (binutils) not installed")
 def test_matches_readelf_on_real_wheels(torch_cu_python):
+    require(READELF, "readelf (binutils) not installed")
     site = venv_site_packages(torch_cu_python)
     files = [site / "torch/lib/libtorch_cuda.so", site / "torch/lib/libtorch_global_deps.so"]
     files += sorted((site / "nvidia").glob("*/lib/*.so*"))[:40]
@@ -57,13 +57,12 @@ def test_matches_readelf_on_real_wheels(torch_cu_python):
 
 def _build32(tmp_path: pathlib.Path, newdtags: bool) -> str:
     gcc, ld = shutil.which("gcc"), shutil.which("ld")
-    if not gcc or not ld:
-        pytest.skip("needs gcc and ld")
+    require(gcc and ld, "needs gcc and ld (binutils)")
     src = tmp_path / "f.c"
     src.write_text("int f(void){return 1;}\n")
     obj = tmp_path / "f32.o"
-    if subprocess.run([gcc, "-m32", "-c", "-fPIC", "-o", str(obj), str(src)], capture_output=True).returncode:
-        pytest.skip("gcc cannot build 32-bit objects here")
+    cc = subprocess.run([gcc, "-m32", "-c", "-fPIC", "-o", str(obj), str(src)], capture_output=True, text=True)
+    require(cc.returncode == 0, "gcc cannot build 32-bit objects here: %s" % cc.stderr.strip()[-300:])
     out = tmp_path / ("libf32%s.so.1" % ("n" if newdtags else "o"))
     tags = "--enable-new-dtags" if newdtags else "--disable-new-dtags"
     subprocess.run([ld, "-m", "elf_i386", "-shared", tags, "-soname", out.name, "-rpath", "$ORIGIN/../lib:${ORIGIN}/x", "-o", str(out), str(obj), ],

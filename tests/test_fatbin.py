@@ -15,7 +15,7 @@ import pytest
 
 from cudafix.probes.elf import read_elf
 from cudafix.probes.fatbin import scan_fatbin, scan_fatbin_uncached
-from tests.conftest import venv_site_packages
+from tests.conftest import require, venv_site_packages
 
 KERNEL = "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\nextern \"C\" void launch(float *x) { k<<<1, 32>>>(x); }\n"
 
@@ -35,16 +35,14 @@ def find_tool(name: str, torch_cu_python=None):
 @pytest.fixture(scope="module")
 def cuobjdump(torch_cu_python):
     tool = find_tool("cuobjdump", torch_cu_python)
-    if not tool:
-        pytest.skip("no cuobjdump (CUDA toolkit or triton wheel) to cross-check against")
+    require(tool, "no cuobjdump (CUDA toolkit or triton wheel of the torch-cu venv) to cross-check against")
     return tool
 
 
 @pytest.fixture(scope="module")
 def nvcc():
     tool = find_tool("nvcc")
-    if not tool:
-        pytest.skip("no nvcc under /usr/local/cuda*/bin or on PATH")
+    require(tool, "no nvcc under /usr/local/cuda*/bin or on PATH")
     return tool
 
 
@@ -187,8 +185,7 @@ def test_unreadable_file(tmp_path, nvcc):
             str(pathlib.Path(__file__).resolve().parent.parent), so)
         out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c", code],
                              capture_output=True, text=True, timeout=60)
-        if out.returncode != 0 and "setpriv" in out.stderr:
-            pytest.skip("setpriv unavailable: %s" % out.stderr.strip())
+        require(not (out.returncode != 0 and "setpriv" in out.stderr), "setpriv unavailable: %s" % out.stderr.strip())
         assert "Permission denied" in out.stdout, out.stdout + out.stderr
     else:
         p = tmp_path / "priv.so"

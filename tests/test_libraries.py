@@ -12,7 +12,7 @@ import pytest
 
 from cudafix.probes import ldcache, libraries
 from tests import shadowing
-from tests.conftest import venv_site_packages
+from tests.conftest import require, venv_site_packages
 
 MAPS_SCRIPT = r"""
 import ctypes, json, sys
@@ -204,8 +204,7 @@ def test_ld_cache_bad_input(tmp_path):
 
 def test_locate_libcuda_absent_here_and_found_on_ld_library_path(tmp_path, torch_cu_dir):
     path, via, why = libraries.locate_libcuda(base_env())
-    if os.path.exists("/proc/driver/nvidia/version"):
-        pytest.skip("this machine has a driver")
+    require(not os.path.exists("/proc/driver/nvidia/version"), "needs a machine without an NVIDIA driver")
     assert path is None and why and "libcuda.so.1" in why
     # a libcuda.so.1 (a real ELF shared object) in a compat dir on LD_LIBRARY_PATH is what libcudart gets
     compat = tmp_path / "cuda" / "compat"
@@ -224,16 +223,15 @@ def test_wrong_class_is_skipped_like_the_loader(tmp_path):
     """glibc skips a same-named file of another ELF class and keeps searching."""
     gcc = shutil.which("gcc")
     ld = shutil.which("ld")
-    if not gcc or not ld:
-        pytest.skip("needs gcc and ld")
+    require(gcc and ld, "needs gcc and ld (binutils)")
     src = tmp_path / "f.c"
     src.write_text("int f(void){return 1;}\n")
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
     obj32 = tmp_path / "f32.o"
-    if subprocess.run([gcc, "-m32", "-c", "-fPIC", "-o", str(obj32), str(src)]).returncode:
-        pytest.skip("gcc cannot build 32-bit objects here")
+    cc = subprocess.run([gcc, "-m32", "-c", "-fPIC", "-o", str(obj32), str(src)], capture_output=True, text=True)
+    require(cc.returncode == 0, "gcc cannot build 32-bit objects here: %s" % cc.stderr.strip()[-300:])
     subprocess.run([ld, "-m", "elf_i386", "-shared", "-soname", "libcufft.so.12", "-o", str(a / "libcufft.so.12"), str(obj32)], check=True)
     subprocess.run([gcc, "-shared", "-fPIC", "-Wl,-soname,libcufft.so.12", "-o", str(b / "libcufft.so.12"), str(src)], check=True)
     sim = libraries.LoaderSim({"LD_LIBRARY_PATH": "%s:%s" % (a, b)})

@@ -6,10 +6,8 @@ import os
 import pathlib
 import shutil
 
-import pytest
-
 from cudafix.probes import toolkits as tk
-from tests.conftest import FIXTURES, venv_site_packages
+from tests.conftest import FIXTURES, require, venv_site_packages
 
 PROBE = FIXTURES / "probe"
 
@@ -25,8 +23,8 @@ def test_parse_version_files():
     assert tk.parse_nvcc_version((PROBE / "nvcc_version_13.0.88.txt").read_text()) == "13.0.88"
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/local/cuda-13.0/include/cuda.h"), reason="local CUDA 13.0 toolkit absent")
 def test_parse_real_cuda_h():
+    require(os.path.exists("/usr/local/cuda-13.0/include/cuda.h"), "the CUDA 13.0 toolkit (/usr/local/cuda-13.0/include/cuda.h) is absent")
     text = pathlib.Path("/usr/local/cuda-13.0/include/cuda.h").read_text(errors="replace")
     assert tk.parse_cuda_h(text) == "13.0"
     t = tk.read_toolkit("/usr/local/cuda")

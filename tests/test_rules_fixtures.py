@@ -1,7 +1,9 @@
-"""Every rule over recorded / transcribed snapshots (tests/fixtures/snapshots/*.json).
+"""Every rule over transcribed snapshots (tests/fixtures/snapshots/*.json, see its SOURCES.md) and
+over the real H200 recording with stated overrides (tests/snapbuild.py).
 
-Expectations are written from the report named in each fixture's "source" field (rule id,
-severity, the facts the finding must name), not from what the code prints.  Each fixture also
+Expectations are written from the report named in each fixture's "source" field, or from what the
+H200 machine did (docs/gpu.md, docs/gpu-raw/) (rule id, severity, the facts the finding must
+name), not from what the code prints.  Each fixture also
 asserts that NO other rule raises a problem: truthfulness (e.g. sm_89 runs sm_86 SASS, a CUDA 12
 lib dir does not shadow soname-major-11 libraries).
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 
 import pytest
 
@@ -17,12 +20,56 @@ from cudafix import rules
 from cudafix.model.findings import OK, PROBLEM
 from cudafix.model.fixes import REMOVE_PATH, SET, UNSET
 from cudafix.model.snapshot import Snapshot
+from tests.snapbuild import H200, snap
 
 SNAPS = pathlib.Path(__file__).resolve().parent / "fixtures" / "snapshots"
 CACHE_MAX = str(4 * 1024 ** 3)
 
 
+# The H200 recording plus overrides, each a state measured on that machine (docs/gpu.md):
+# the image's cuda-compat libcuda first on LD_LIBRARY_PATH (error 803), CUDA_LAUNCH_BLOCKING=1,
+# CUDA_MODULE_LOADING=EAGER.  The compat state is what `cudafix snapshot` records when the loader
+# picks /usr/local/cuda-13.0/compat/libcuda.so.580.95.05 (docs/gpu-raw/compat-libcuda.json).
+COMPAT_DIR = "/usr/local/cuda-13.0/compat"
+COMPAT_LIBCUDA = COMPAT_DIR + "/libcuda.so.580.95.05"
+OWN_LIBCUDA = "/usr/local/nvidia/lib64/libcuda.so.580.159.04"  # the recording's own libcuda
+H200_COMPAT_FIRST = {
+    "env.LD_LIBRARY_PATH": COMPAT_DIR + ":/usr/local/nvidia/lib64:/usr/local/nvidia/lib",
+    "libraries.ld_library_path": [COMPAT_DIR, "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib"],
+    "driver.libcuda_path": COMPAT_LIBCUDA,
+    "driver.libcuda_version": "580.95.05",
+    "driver.compat_libcuda": [COMPAT_LIBCUDA],
+    "libraries.resolutions[soname=libcuda.so.1].resolved": COMPAT_LIBCUDA,
+    "libraries.resolutions[soname=libcuda.so.1].resolved_version": "580.95.05",
+    "libraries.resolutions[soname=libcuda.so.1].others": [OWN_LIBCUDA],
+}
+# The yolov9 image of issue 8: the synthetic snapshots of tests/fixtures/yolov9/ (make_snapshots.py,
+# every value sourced there), with the JIT-cache states of two public reports as overrides.
+YOLOV9 = "yolov9/yolov9-%s-cudahome.json"
+CACHE_DISABLED = {"env.CUDA_CACHE_DISABLE": "1", "jit_cache.disabled": True}  # FORTH-ModelBasedTracker/HandTracker#7
+CACHE_UNWRITABLE = {"env.CUDA_CACHE_PATH": "/.nv/ComputeCache", "jit_cache.path": "/.nv/ComputeCache",
+                    "jit_cache.writable": False}  # dl-container-registry/furnari-flow#3: no writable cache dir
+BUILT = {  # name -> (base, overrides)
+    "h200 recorded": (H200, {}),
+    "h200 + compat libcuda first": (H200, H200_COMPAT_FIRST),
+    "h200 + CUDA_LAUNCH_BLOCKING=1": (H200, {"env.CUDA_LAUNCH_BLOCKING": "1"}),
+    "h200 + CUDA_MODULE_LOADING=EAGER": (H200, {"env.CUDA_MODULE_LOADING": "EAGER"}),
+    # measured there: yolov9c then ran on the CPU, 11.7x slower (docs/gpu-raw/yolo-cpu-fallback.json)
+    "h200 + CUDA_VISIBLE_DEVICES=''": (H200, {"env.CUDA_VISIBLE_DEVICES": "", "gpus.visible": []}),
+    "yolov9 conda a100": (YOLOV9 % "a100-conda", {}),
+    "yolov9 conda rtx4090": (YOLOV9 % "rtx4090-conda", {}),
+    "yolov9 pip a100": (YOLOV9 % "a100-pip", {}),
+    "yolov9 conda h100": (YOLOV9 % "h100-conda", {}),
+    "yolov9 conda h200": (YOLOV9 % "h200-conda", {}),
+    "yolov9 conda h100 + cache disabled": (YOLOV9 % "h100-conda", CACHE_DISABLED),
+    "yolov9 conda h100 + cache unwritable": (YOLOV9 % "h100-conda", CACHE_UNWRITABLE),
+    "yolov9 pip h200": (YOLOV9 % "h200-pip", {}),
+}
+
+
 def load(name: str) -> Snapshot:
+    if name in BUILT:
+        return snap(*BUILT[name])
     return Snapshot.load(str(SNAPS / name))
 
 
@@ -37,22 +84,22 @@ def env_ops(f):
 # fixture -> {rule: (severity, [substrings the message+evidence must contain], auto?)}
 EXPECT = {
     # issue 8: A100 / 4090 -> only the CUDA_HOME 12.1 vs torch 11.3 mismatch, fixed to cuda-11.3
-    "yolov9_conda_a100.json": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
-    "yolov9_conda_rtx4090.json": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
-    "yolov9_pip_a100.json": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
+    "yolov9 conda a100": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
+    "yolov9 conda rtx4090": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
+    "yolov9 pip a100": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
     # issue 8: H100/H200 + conda build -> every kernel JIT-compiled from compute_37 PTX
-    "yolov9_conda_h100.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
-                               "arch-ptx-jit": ("warning", ["compute_37", "sm_90", "4 GiB"], True)},
-    "yolov9_conda_h200.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h100": {"cuda-home-mismatch": ("error", ["11.3"], True),
+                               "arch-ptx-jit": ("warning", ["compute_37", "sm_90"], True)},
+    "yolov9 conda h200": {"cuda-home-mismatch": ("error", ["11.3"], True),
                                "arch-ptx-jit": ("warning", ["compute_37", "H200"], True)},
-    "yolov9_conda_h100_cache_disabled.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h100 + cache disabled": {"cuda-home-mismatch": ("error", ["11.3"], True),
                                               "arch-ptx-jit": ("warning", ["compute_37", "disabled"], False),
                                               "jit-cache-too-small": ("warning", ["CUDA_CACHE_DISABLE"], True)},
-    "yolov9_conda_h100_cache_unwritable.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h100 + cache unwritable": {"cuda-home-mismatch": ("error", ["11.3"], True),
                                                 "arch-ptx-jit": ("warning", ["compute_37"], True),
                                                 "jit-cache-unwritable": ("warning", ["/.nv/ComputeCache"], False)},
     # issue 8: H200 + pip cu113 wheel (no PTX) -> no kernel image
-    "yolov9_pip_h200.json": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 pip h200": {"cuda-home-mismatch": ("error", ["11.3"], True),
                              "arch-unsupported": ("error", ["sm_90", "no kernel image"], False)},
     "f1_ragflow_nvjitlink_shadowed.json": {"lib-shadowed": ("error", ["libnvJitLink.so.12", "/usr/local/cuda-12.1/lib64", "12.1.105", "12.4.127"], True)},
     "f5_ultralytics_cpu_torch.json": {"cpu-only-torch": ("error", ["2.1.0+cpu", "RTX 3060"], False)},
@@ -66,9 +113,10 @@ EXPECT = {
     "f_torchvision_cuda_mismatch.json": {"torchvision-mismatch": ("error", ["11.7", "11.3"], False),
                                          "cuda-home-mismatch": ("warning", ["11.7", "11.3"], False)},
     "f_torchvision_colab_mismatch.json": {"torchvision-mismatch": ("error", ["2.0.1", "2.0.0", "11.8"], False)},
-    "h200_forward_compat_803.json": {"forward-compat-mismatch": ("error", ["580.95.05", "580.159.04", "803"], True)},
-    "h200_launch_blocking.json": {"launch-blocking": ("warning", ["CUDA_LAUNCH_BLOCKING=1"], False)},
-    "h200_module_loading_eager.json": {"module-loading-eager": ("warning", ["EAGER"], False)},
+    "h200 + compat libcuda first": {"forward-compat-mismatch": ("error", ["580.95.05", "580.159.04", "803"], True)},
+    "h200 + CUDA_LAUNCH_BLOCKING=1": {"launch-blocking": ("warning", ["CUDA_LAUNCH_BLOCKING=1"], False)},
+    "h200 + CUDA_MODULE_LOADING=EAGER": {"module-loading-eager": ("warning", ["EAGER"], False)},
+    "h200 + CUDA_VISIBLE_DEVICES=''": {"cuda-visible-devices-hides-all": ("error", ["CUDA_VISIBLE_DEVICES=''"], False)},
     "mixed_gpus_device_order.json": {"device-order": ("warning", ["RTX 3090", "RTX 4090"], False)},
     "onediff_cu124_minor_compat.json": {"driver-minor-compat": ("warning", ["535.183.01", "12.2", "12.4"], False)},
     "birefnet_alloc_conf_invalid.json": {"alloc-conf-invalid": ("error", ["expandable_segments", "2.0.1"], True)},
@@ -83,7 +131,7 @@ EXPECT = {
     "real_cuda_home_missing.json": {"cuda-home-missing": ("error", ["/usr/local/cuda-11.8", "does not exist", "building CUDA extensions"], False),
                                     "no-driver": ("info", ["CPU-only machine"], False)},
     # healthy counterparts
-    "h200_healthy.json": {},
+    "h200 recorded": {},  # `cudafix check --strict` there: 0 errors, 0 warnings (docs/gpu-raw/h200-status.txt)
     "onediff_driver_ok.json": {},
     "f12_visible_devices_ok.json": {},
     "mixed_gpus_pci_order.json": {},
@@ -93,7 +141,7 @@ EXPECT = {
 
 def test_every_fixture_has_a_source_and_an_expectation():
     names = sorted(p.name for p in SNAPS.glob("*.json"))
-    assert sorted(EXPECT) == names
+    assert sorted(set(EXPECT) - set(BUILT)) == names and set(BUILT) <= set(EXPECT)
     for n in names:
         data = json.loads((SNAPS / n).read_text())
         assert data["schema"] == "cudafix.snapshot/1"
@@ -122,12 +170,12 @@ def _one(name, rid):
 
 
 def test_yolov9_cuda_home_fix_points_at_the_installed_11_3_toolkit():
-    f = _one("yolov9_conda_a100.json", "cuda-home-mismatch")
+    f = _one("yolov9 conda a100", "cuda-home-mismatch")
     assert env_ops(f) == {(SET, "CUDA_HOME", "/usr/local/cuda-11.3")}
 
 
 def test_yolov9_h100_jit_fix_raises_cache_and_names_a_native_sm90_build_for_py38():
-    f = _one("yolov9_conda_h100.json", "arch-ptx-jit")
+    f = _one("yolov9 conda h100", "arch-ptx-jit")
     assert env_ops(f) == {(SET, "CUDA_CACHE_MAXSIZE", CACHE_MAX)}
     assert f.fix.commands, "an exact install command is required"
     # the recommended build must carry sm_90 SASS, fit driver CUDA 12.1 and Python 3.8
@@ -144,7 +192,7 @@ def test_yolov9_h100_jit_fix_raises_cache_and_names_a_native_sm90_build_for_py38
 
 def test_yolov9_ld_library_path_to_cuda_12_1_is_not_shadowing():
     # libcublas.so.11 vs libcublas.so.12: different soname majors never collide
-    for name in ("yolov9_pip_a100.json", "yolov9_conda_a100.json"):
+    for name in ("yolov9 pip a100", "yolov9 conda a100"):
         run = [r for r in rules.run(load(name)) if r.rule.id == "lib-shadowed"][0]
         assert run.verdict == OK
 
@@ -157,9 +205,14 @@ def test_lib_shadowed_fix_preloads_torchs_copy_and_drops_the_entry():
 
 
 def test_forward_compat_fix_drops_compat_dir_and_preloads_the_kernel_matching_libcuda():
-    f = _one("h200_forward_compat_803.json", "forward-compat-mismatch")
-    assert env_ops(f) == {(REMOVE_PATH, "LD_LIBRARY_PATH", "/usr/local/cuda-13.0/compat")}
-    assert [p.path for p in f.fix.preload] == ["/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"]
+    f = _one("h200 + compat libcuda first", "forward-compat-mismatch")
+    # what the fix did on the H200 itself (bench/gpu/after.sh fixes): the dir it dropped, the
+    # libcuda it preloaded, after which the first CUDA op succeeded
+    raw = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "gpu-raw" / "h200-fixes.txt").read_text()
+    dropped = re.search(r"LD_LIBRARY_PATH \u2212(\S+) \u2014 cudafix status", raw).group(1)
+    preloaded = re.search(r"cudafix: preloaded (\S+) for libcuda\.so\.1", raw).group(1)
+    assert env_ops(f) == {(REMOVE_PATH, "LD_LIBRARY_PATH", dropped)}
+    assert [p.path for p in f.fix.preload] == [preloaded]
 
 
 def test_alloc_conf_fix_drops_the_unknown_key():
@@ -168,7 +221,7 @@ def test_alloc_conf_fix_drops_the_unknown_key():
 
 
 def test_cache_disabled_fix_reenables_it():
-    f = _one("yolov9_conda_h100_cache_disabled.json", "jit-cache-too-small")
+    f = _one("yolov9 conda h100 + cache disabled", "jit-cache-too-small")
     assert env_ops(f) == {(UNSET, "CUDA_CACHE_DISABLE", None)}
 
 
@@ -200,13 +253,12 @@ def test_every_rule_has_a_problem_and_an_ok_fixture():
 
 def test_unknown_is_not_ok_when_data_is_missing():
     # no library resolutions recorded for a CUDA torch -> lib-shadowed cannot say "ok"
-    run = [r for r in rules.run(load("h200_healthy.json")) if r.rule.id == "lib-shadowed"][0]
+    run = [r for r in rules.run(snap(H200, {"libraries.resolutions": []})) if r.rule.id == "lib-shadowed"][0]
     assert run.verdict == "unknown"
     # GPUs assumed without a driver -> no-driver is unknown, not ok and not a problem
-    snap = load("h200_healthy.json")
-    snap.driver.kernel_version = snap.driver.libcuda_path = None
-    snap.assumed = {"gpus": {"values": ["NVIDIA H200"]}}
-    run = [r for r in rules.run(snap) if r.rule.id == "no-driver"][0]
+    s = snap(H200, {"driver.kernel_version": None, "driver.libcuda_path": None,
+                    "assumed.gpus": {"values": ["NVIDIA H200"]}})
+    run = [r for r in rules.run(s) if r.rule.id == "no-driver"][0]
     assert run.verdict == "unknown"
 
 

@@ -6,6 +6,7 @@ activation, after deactivation.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -17,6 +18,7 @@ import pytest
 from cudafix.model.findings import Finding
 from cudafix.model.fixes import EnvOp, EnvPatch, Fix
 from tests import conda_replay as cr
+from tests.conftest import require
 
 ALL_SHELLS = [s for s in cr.SHELLS if cr.available(s)]
 SH_SHELLS = [s for s in ALL_SHELLS if cr.SHELLS[s][1] == "sh"]
@@ -223,8 +225,7 @@ def test_cache_not_ours_is_not_sourced(shell, tmp_path, home):
     assert cr.cold_calls(pfx) == 1
     fam = cr.SHELLS[shell][1]
     cache = next(home.rglob("activate." + fam))
-    if os.getuid() != 0:
-        pytest.skip("needs root to give the cache file to another user")
+    require(os.getuid() == 0, "needs root to give the cache file to another user")
     os.chown(cache, 65534, 65534)  # nobody
     r = _replay(shell, pfx, tmp_path / "2", env, double=False)
     p, envs = r.run()
@@ -246,9 +247,8 @@ def rattler_prefix(tmp_path_factory):
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_rattler_activation_then_conda_deactivation(shell, rattler_prefix, home, tmp_path):
     """py-rattler renders the activation (an independent implementation of conda's)."""
-    pytest.importorskip("rattler")
-    if not cr.available(shell):
-        pytest.skip(shell + " missing")
+    require(importlib.util.find_spec("rattler") is not None, "py-rattler not installed (requirements-dev.txt)")
+    require(cr.available(shell), shell + " missing (./run test installs it)")
     prefix = rattler_prefix
     cr.set_findings(prefix, [_finding("cuda-home-mismatch", [EnvOp("set", "CUDA_HOME", HOSTILE)])])
     for i, state in enumerate(STATES.values()):

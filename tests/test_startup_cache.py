@@ -16,6 +16,7 @@ import cudafix
 from cudafix.plans import hook as hookplan
 from cudafix.store import paths
 from cudafix.model.findings import Finding
+from tests.conftest import require
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET, EnvOp, EnvPatch, Fix, Preload
 
 # text as os.environ can hold it: any str without NUL, incl. surrogate-escaped bytes
@@ -124,8 +125,8 @@ def test_trusted_cache_is_read(tmp_path):
     assert why is None and len(entries) == 2
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 def test_foreign_owned_cache_is_ignored(tmp_path):
+    require(os.geteuid() == 0, "chown to another user needs root")
     d, p = _cache_file(tmp_path)
     os.chown(str(p), 65534, 65534)
     assert hook.read_cache(str(p)) == ([], "cache file not owned by this user, writable by others, or not a file")

@@ -18,6 +18,7 @@ import tempfile
 import pytest
 
 import _cudafix_startup as hook
+from tests.conftest import require
 from tests.test_startup_cache import ADVICE, JIT
 from tests.test_startup_helpers import (
     COUNT_PTH, TORCH_CPU_SITE, TORCH_CU_SITE, clean_env, make_venv, run, site_packages, stub_torch, write_plan,
@@ -97,9 +98,9 @@ def test_no_driver_library_loaded_no_torch_no_output(venvs, env, warm):
     assert "TORCH" not in p.stdout
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
 @pytest.mark.parametrize("warm", [False, True])
 def test_no_process_spawned(venvs, env, tmp_path, warm):
+    require(shutil.which("strace"), "strace not installed (./run test installs it)")
     if warm:
         write_plan(venvs["hook"], PLAN, env)
     out = tmp_path / "trace"
@@ -141,8 +142,8 @@ def test_no_corrections_in_a_process_that_never_imports_torch(venvs, env):
     assert p.stdout.split("\n")[:2] == ["None", "None"], p.stdout + p.stderr
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
 def test_python_c_pass_reads_no_cache_and_installs_the_finder(venvs, env, tmp_path):
+    require(shutil.which("strace"), "strace not installed (./run test installs it)")
     path = write_plan(venvs["hook"], PLAN, env)
     out = tmp_path / "trace"
     code = "import sys; print(sum(1 for f in sys.meta_path if getattr(f, 'cudafix', 0) is True))"
@@ -306,8 +307,8 @@ def test_package_gone_but_startup_module_left_is_silent(tmp_path, env):
     assert (p.returncode, p.stdout, p.stderr) == (0, "ok\n", "")
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root + setpriv to run as nobody")
 def test_read_only_site_packages_and_unwritable_cache_as_another_user():
+    require(os.geteuid() == 0 and shutil.which("setpriv"), "needs root + setpriv to run as nobody")
     base = pathlib.Path(tempfile.mkdtemp(prefix="cudafix-ro-"))  # reachable by nobody (unlike pytest's tmp)
     try:
         _read_only_as_nobody(base)

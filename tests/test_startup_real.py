@@ -16,14 +16,15 @@ import pytest
 
 from cudafix import rules
 from tests import shadowing
+from tests.conftest import require
 from tests.test_startup_helpers import TORCH_CU_SITE, clean_env, make_venv, run, site_packages
 
 SHOW_LOADED = ("import torch; print([l.split()[-1] for l in open('/proc/self/maps') if 'libnvJitLink' in l][0])")
 
 
 def _need_rule(rule_id):
-    if rule_id not in rules.BY_ID:
-        pytest.skip("rule %s is not registered yet" % rule_id)
+    # never a skip: a renamed rule must not silently drop the only end-to-end test of its repair
+    assert rule_id in rules.BY_ID, "rule %s is not registered: renamed? update this test" % rule_id
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +57,7 @@ def test_shadowed_nvjitlink_breaks_torch_without_cudafix_and_not_with_it(f1, tmp
 
 def test_cold_path_correction_visible_when_import_torch_begins(tmp_path):
     _need_rule("cuda-home-mismatch")
-    if not pathlib.Path("/usr/local/cuda-13.0").is_dir():
-        pytest.skip("needs the CUDA 13.0 toolkit of this machine")
+    require(pathlib.Path("/usr/local/cuda-13.0").is_dir(), "needs the CUDA 13.0 toolkit at /usr/local/cuda-13.0")
     fake = tmp_path / "cuda-12.1"
     (fake / "bin").mkdir(parents=True)
     (fake / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": "12.1.105"}}))

@@ -91,7 +91,8 @@ def test_no_native_sass_is_degraded():
     assert any("no native kernels" in x for x in r.reasons)
 
 
-@pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="needs an NVIDIA GPU and driver")
+@pytest.mark.gpu  # the one test allowed to skip under CI: it needs a real GPU
+@pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="needs an NVIDIA GPU and driver (nvidia-smi not found)")
 def test_verify_on_a_real_gpu_quick():
     proc = run_cudafix(pathlib.Path(sys.executable), "verify", "--quick", "--json", timeout=120)
     out = json.loads(proc.stdout)

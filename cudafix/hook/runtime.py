@@ -193,7 +193,7 @@ def parse_entries(data, want=None):
 
 
 def trusted(st, uid, want_dir):
-    """Ours, of the right kind, and writable by nobody else (DESIGN constraint 6)."""
+    """Ours, of the right kind, and writable by nobody else (a file another user can write could be forged)."""
     kind = 0o040000 if want_dir else 0o100000
     return st.st_mode & 0o170000 == kind and st.st_uid == uid and not st.st_mode & 0o022
 

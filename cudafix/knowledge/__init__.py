@@ -23,16 +23,11 @@ from cudafix.model.versions import release
 PRIMARY = "primary"  # read in a primary source (vendor docs, the project's own code/scripts, local artifact)
 DERIVED = "derived"  # follows from primary rows by a stated rule (e.g. GA toolkit driver -> branch)
 SECONDARY = "secondary"  # seen only in third-party copies / user reports
-INFERRED = "inferred"  # the reference infers it (e.g. from PR dates, unchanged build scripts)
+INFERRED = "inferred"  # inferred from dated evidence (PR merge dates, build scripts unchanged between releases)
 UNCONFIRMED = "unconfirmed"  # not verified: never rely on it without saying so
 
 STATUSES = (PRIMARY, DERIVED, SECONDARY, INFERRED, UNCONFIRMED)
 CONFIRMED = (PRIMARY, DERIVED)
-
-# Citation prefixes for the team's research notes (copied into rows next to the original URL).
-FACTS_DRIVER = "shared/reference/facts-driver.md"
-FACTS_TORCH = "shared/reference/facts-torch.md"
-
 
 def is_confirmed(status: str) -> bool:
     return status in CONFIRMED

@@ -1,6 +1,6 @@
-"""PYTORCH_CUDA_ALLOC_CONF keys per torch version (facts-torch.md §5a).
+"""PYTORCH_CUDA_ALLOC_CONF keys per torch version (torch's allocator-config parser and the PRs that added each key).
 
-"since" versions are inferred from PR dates in the reference, so each key carries a range:
+"since" versions are inferred from the dates of the PRs that added them, so each key carries a range:
 ``earliest`` = the first release that *can* contain it (branch cut after the PR was opened or
 merged) and ``latest`` = the release from which it is known/believed present.  A torch older
 than ``earliest`` certainly rejects the key (that is what :func:`repair` drops); between the two
@@ -14,13 +14,15 @@ import re
 from typing import Callable, List, Optional, Tuple
 
 from cudafix.knowledge import (
-    FACTS_TORCH,
     INFERRED,
     UNCONFIRMED,
     major_minor,
 )
 
-S = FACTS_TORCH + " §5a"
+S = (
+    "https://github.com/pytorch/pytorch/blob/main/c10/core/AllocatorConfig.cpp; "
+    "https://docs.pytorch.org/docs/stable/notes/cuda.html (PYTORCH_CUDA_ALLOC_CONF)"
+)
 
 
 def _is_int(v: str) -> bool:
@@ -140,7 +142,7 @@ ALLOC_KEYS: Tuple[AllocKey, ...] = (
 
 _KEYS = {k.name: k for k in ALLOC_KEYS}
 
-# The key lists read in the reference (pytorch@065861fb, @01f9ef32) are complete up to about this
+# The key lists read in c10's allocator config at pytorch@065861fb and @01f9ef32 are complete up to about this
 # release; a key unknown to cudafix on a newer torch may be a new key, so it is only "uncertain".
 KEYS_COMPLETE_UNTIL = "2.10"
 
@@ -163,7 +165,7 @@ class Problem:
 
 
 def error_text(key: str, torch_version: str) -> str:
-    """The error this torch prints for an unknown key (facts-torch §5a)."""
+    """The error this torch prints for an unknown key (c10 AllocatorConfig.cpp / CUDAAllocatorConfig.cpp)."""
     if major_minor(torch_version) >= (2, 9):
         return "Unrecognized key '%s' in CUDA allocator config." % key
     return "Unrecognized CachingAllocator option: %s" % key

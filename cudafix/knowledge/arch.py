@@ -1,10 +1,10 @@
-"""Binary compatibility of CUDA device code, as functions (facts-torch §2, §8; DESIGN.md).
+"""Binary compatibility of CUDA device code, as functions (https://docs.nvidia.com/cuda/cuda-programming-guide/01-introduction/cuda-platform.html).
 
 - SASS (cubin) ``sm_XY`` runs on a GPU of compute capability X.Z with Z >= Y: same major only.
 - ``sm_XYa`` (arch-specific, e.g. sm_90a, sm_100a) runs only on exactly CC X.Y
-  (DESIGN.md "arch-specific code runs only on that exact arch").
+  (https://developer.nvidia.com/blog/nvidia-blackwell-and-nvidia-cuda-12-9-introduce-family-specific-architecture-features).
 - ``sm_XYf`` (family-specific, CUDA 12.9+) runs on the same major (family) with minor >= Y.
-  The family rule is NVIDIA's definition as summarised in DESIGN.md; the reference does not
+  The family rule is NVIDIA's definition (the blog post above); it does not
   give a per-family table, so treat 'f' results as **unconfirmed** beyond the same-major rule.
 - PTX ``compute_XY`` is JIT-compiled by the driver for any GPU with CC >= X.Y (slow first start,
   cached in CUDA_CACHE_PATH); ``compute_XYa`` only for exactly X.Y.
@@ -18,7 +18,7 @@ import dataclasses
 import re
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-SOURCE = "shared/DESIGN.md (Arch coverage); shared/reference/facts-torch.md §2, §8"
+SOURCE = "https://docs.nvidia.com/cuda/cuda-programming-guide/01-introduction/cuda-platform.html (binary and PTX compatibility); https://developer.nvidia.com/blog/nvidia-blackwell-and-nvidia-cuda-12-9-introduce-family-specific-architecture-features"
 
 _ARCH_RE = re.compile(r"^\s*(sm|compute|lto)_(\d{2,3})([af]?)\s*$", re.IGNORECASE)
 

@@ -1,4 +1,4 @@
-"""NVIDIA driver <-> CUDA facts (facts-driver.md §1, §1d, §2).
+"""NVIDIA driver <-> CUDA facts (NVIDIA's release notes and CUDA Compatibility guide, URLs below).
 
 - :data:`TOOLKIT_DRIVERS`: CUDA toolkit release -> minimum ("toolkit") driver (RN Table 3).
 - :data:`MINOR_COMPAT_FLOORS`: per CUDA major, the lowest driver that runs any release of that
@@ -14,24 +14,24 @@ from typing import Optional, Tuple
 
 from cudafix.knowledge import (
     DERIVED,
-    FACTS_DRIVER,
     PRIMARY,
     SECONDARY,
     UNCONFIRMED,
     version_tuple,
 )
 
-RN = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (Table 3); " + FACTS_DRIVER + " §1"
-RN_13_BRANCH = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (13.4U1 edition, branch table); " + FACTS_DRIVER + " §1a"
-RN_13_3 = "https://docs.nvidia.com/cuda/archive/13.3.0/cuda-toolkit-release-notes/index.html (quoted by third-party repos); " + FACTS_DRIVER + " §1b"
-MINOR_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html; " + FACTS_DRIVER + " §1d"
-FWD_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html; " + FACTS_DRIVER + " §2"
+RN = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (Table 3)"
+RN_13_BRANCH = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (13.4U1 edition, branch table)"
+RN_13_3 = "https://docs.nvidia.com/cuda/archive/13.3.0/cuda-toolkit-release-notes/index.html (quoted by third-party repos)"
+MINOR_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
+FWD_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
 
 
 def parse_cuda_int(v: int) -> str:
     """cuDriverGetVersion / cudaRuntimeGetVersion value -> "major.minor" (13000 -> "13.0").
 
-    Encoding: 1000*major + 10*minor (cuda.h, cuDriverGetVersion doc; facts-driver §2).
+    Encoding: 1000*major + 10*minor (cuda.h, cuDriverGetVersion doc:
+    https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VERSION.html).
     """
     v = int(v)
     if v < 1000:
@@ -255,7 +255,7 @@ class BranchCuda:
 
 
 def _bc(branch, cuda, evidence, status):
-    return BranchCuda(branch, cuda, evidence + "; " + FACTS_DRIVER + " §2", status)
+    return BranchCuda(branch, cuda, evidence, status)
 
 
 DRIVER_BRANCH_CUDA: Tuple[BranchCuda, ...] = (

@@ -1,5 +1,5 @@
 """GPU product -> compute capability, and which CUDA toolkits support which SM
-(facts-driver.md §3a-§3c).
+(NVIDIA's CUDA GPU pages and its toolkit/driver/architecture matrix, URLs below).
 
 A name is looked up first in gpu_names.py, generated from NVIDIA's CUDA GPU lists and pci.ids
 (cudafix/devtools/gpu_names.py, sources in tests/fixtures/gpus/), then in the family patterns of
@@ -15,7 +15,6 @@ from typing import Dict, List, Optional, Tuple
 
 from cudafix.knowledge import (
     DERIVED,
-    FACTS_DRIVER,
     PRIMARY,
     SECONDARY,
     version_tuple,
@@ -23,15 +22,18 @@ from cudafix.knowledge import (
 from cudafix.knowledge.arch import parse_cc
 from cudafix.knowledge.gpu_keys import name_key, name_keys
 
-CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus; " + FACTS_DRIVER + " §3c"
-LEGACY_GPUS = "https://developer.nvidia.com/cuda-legacy-gpus; " + FACTS_DRIVER + " §3c"
+CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus"
+LEGACY_GPUS = "https://developer.nvidia.com/cuda-legacy-gpus"
 OLD_CUDA_GPUS = (
     "older edition of https://developer.nvidia.com/cuda-gpus as copied at "
-    "https://blog.csdn.net/HaoZiHuang/article/details/125834480 and the TensorRT support matrix; "
-    + FACTS_DRIVER + " §3c"
+    "https://blog.csdn.net/HaoZiHuang/article/details/125834480 and the TensorRT support matrix"
 )
-ARCH_MATRIX = "https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html; " + FACTS_DRIVER + " §3a"
-PER_SM = FACTS_DRIVER + " §3b (per-SM summary: ptxas --gpu-name lists of NVIDIA's own wheels, NVIDIA arch matrix, LLVM NVPTXTargetParser.def)"
+ARCH_MATRIX = "https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html"
+PER_SM = (
+    "ptxas --help (--gpu-name list) of NVIDIA's nvidia-cuda-nvcc-cuXX wheels on PyPI; "
+    "https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html; "
+    "https://github.com/llvm/llvm-project/blob/337115da/llvm/include/llvm/TargetParser/NVPTXTargetParser.def"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +87,7 @@ GPU_CC: Tuple[GpuCC, ...] = (
     _g("Tesla P4 / P40", r"\bP40?\b", "6.1", PER_SM + " ('sm_61 Pascal (GTX 10xx, P4/P40)')", DERIVED),
     _g("Jetson Nano", r"\bJETSON NANO\b", "5.3", LEGACY_GPUS),
     _g("Tesla M60 / M40", r"\bM[46]0\b", "5.2", LEGACY_GPUS),
-    _g("Tesla K80", r"\bK80\b", "3.7", "older cuda-gpus edition copy (csdn/cnblogs); " + FACTS_DRIVER + " §3c", SECONDARY),
+    _g("Tesla K80", r"\bK80\b", "3.7", "older cuda-gpus edition copy: https://blog.csdn.net/HaoZiHuang/article/details/125834480", SECONDARY),
     _g("Tesla K20 / K40", r"\bK[24]0[CMX]?\b", "3.5", PER_SM + " ('sm_35 Kepler (K20/K40)')", SECONDARY),
     # Families (a whole GeForce generation shares one chip family / CC).
     _g("GeForce RTX 50 series", r"\bRTX 50[5-9]0\b", "12.0", PER_SM + " ('sm_120 Blackwell RTX (RTX 50xx, RTX PRO 6000)')", DERIVED),

@@ -1,5 +1,5 @@
 """Official PyTorch releases (Linux x86_64): CUDA variants, torchvision, Python, arch lists
-(facts-torch.md §1a, §2a-§2c, §3a).
+(the pytorch/builder, pytorch/pytorch and pytorch/test-infra build scripts named per row).
 
 Arch lists are TORCH_CUDA_ARCH_LIST strings: "X.Y" = SASS sm_XY, "X.Y+PTX" = also PTX compute_XY.
 """
@@ -10,7 +10,6 @@ import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 from cudafix.knowledge import (
-    FACTS_TORCH,
     INFERRED,
     PRIMARY,
     SECONDARY,
@@ -22,15 +21,24 @@ from cudafix.knowledge.arch import parse_arch_list
 
 INDEX_BASE = "https://download.pytorch.org/whl/"
 
-S_1A = FACTS_TORCH + " §1a"
-S_SITE = "pytorch/pytorch.github.io _get_started/previous-versions.md; " + S_1A
-S_TESTINFRA = "pytorch/test-infra tools/scripts/generate_binary_build_matrix.py CUDA_ARCHES_DICT; " + S_1A
+S_1A = (
+    "https://github.com/pytorch/pytorch/blob/main/RELEASE.md (Release Compatibility Matrix); "
+    "https://github.com/pytorch/vision#installation (torch/torchvision/Python table)"
+)
+S_SITE = "https://github.com/pytorch/pytorch.github.io/blob/e3f009bbc0d7509ed5c85b633313ec72aa2d1a40/_get_started/previous-versions.md; " + S_1A
+S_TESTINFRA = "https://github.com/pytorch/test-infra/blob/main/tools/scripts/generate_binary_build_matrix.py (CUDA_ARCHES_DICT); " + S_1A
 S_LOCAL = "local artifact: torch-*.dist-info/METADATA + torch/version.py of the test venvs (tests/make_venvs.sh)"
-S_B_BUILD = "pytorch/builder manywheel/build.sh (release/1.9, release/1.10, lts/release/1.8); " + FACTS_TORCH + " §2a"
-S_B_CUDA = "pytorch/builder manywheel/build_cuda.sh (release/1.11 .. release/2.5); " + FACTS_TORCH + " §2a"
-S_PT_CUDA = "pytorch/pytorch .ci/manywheel/build_cuda.sh; " + FACTS_TORCH + " §2b"
-S_CONDA = "pytorch/builder conda/pytorch-nightly/build.sh; " + FACTS_TORCH + " §2c"
-S_CONDA_DEP = "pytorch/builder conda/build_pytorch.sh; site previous-versions.md; " + FACTS_TORCH + " §3a"
+S_B_BUILD = "https://github.com/pytorch/builder/blob/release/1.10/manywheel/build.sh (also release/1.9, lts/release/1.8)"
+S_B_CUDA = "https://github.com/pytorch/builder/blob/release/2.5/manywheel/build_cuda.sh (release/1.11 .. release/2.5)"
+S_PT_CUDA = (
+    "https://github.com/pytorch/pytorch/blob/799d09f215740cc4fb78e0bd278dce469e33ddcb/.ci/manywheel/build_cuda.sh"
+    " (from 2.13: .ci/manywheel/build_env_setup.py)"
+)
+S_CONDA = "https://github.com/pytorch/builder/blob/release/2.5/conda/pytorch-nightly/build.sh"
+S_CONDA_DEP = (
+    "https://github.com/pytorch/builder/blob/release/1.12/conda/build_pytorch.sh; "
+    "https://github.com/pytorch/pytorch.github.io/blob/e3f009bbc0d7509ed5c85b633313ec72aa2d1a40/_get_started/previous-versions.md"
+)
 
 L102 = "3.7;5.0;6.0;7.0"
 L11 = "3.7;5.0;6.0;7.0;7.5;8.0;8.6"
@@ -251,14 +259,14 @@ RELEASES: Tuple[TorchRelease, ...] = (
                 note="release-wheel +PTX unconfirmed"),
         ),
         source=S_TESTINFRA, latest_status=UNCONFIRMED,
-        note="latest patch not in the reference (2.10.0 used); torchvision 0.25 secondary",
+        note="latest patch not confirmed (2.10.0 used); torchvision 0.25 secondary",
     ),
     TorchRelease(
         "2.11", "2.11.0", "0.26", "0.26.0", ("cu126", "cu128", "cu130"), "cu130", ("3.10", "3.14"),
         (
-            _wa("cu126", L12, "pytorch/pytorch issue #172352 support matrix; " + FACTS_TORCH + " §2b"),
-            _wa("cu128", L13, "PR #172598 (Volta excluded from cu128); " + FACTS_TORCH + " §2b"),
-            _wa("cu130", L13, "PR #175567 (+PTX removed for release); " + FACTS_TORCH + " §2b", UNCONFIRMED,
+            _wa("cu126", L12, "pytorch/pytorch#172352 (support matrix)"),
+            _wa("cu128", L13, "pytorch/pytorch#172598 (Volta excluded from cu128)"),
+            _wa("cu130", L13, "pytorch/pytorch#175567 (+PTX removed for release)", UNCONFIRMED,
                 note="RELEASE.md matrix says 12.0+PTX, PR #175567 removed it: PTX presence unconfirmed"),
         ),
         source=S_TESTINFRA + "; test-infra release_versions.sh @0cd5e78a1",
@@ -266,20 +274,20 @@ RELEASES: Tuple[TorchRelease, ...] = (
     TorchRelease(
         "2.12", "2.12.1", "0.27", "0.27.1", ("cu126", "cu130", "cu132"), "cu130", ("3.10", "3.14"),
         (
-            _wa("cu126", L12, "RELEASE.md CUDA support matrix copy (secondary); " + FACTS_TORCH + " §2b", SECONDARY),
-            _wa("cu130", L13, "RELEASE.md CUDA support matrix copy (secondary); " + FACTS_TORCH + " §2b", SECONDARY),
-            _wa("cu132", L13, "RELEASE.md CUDA support matrix copy (secondary); " + FACTS_TORCH + " §2b", SECONDARY),
+            _wa("cu126", L12, "RELEASE.md CUDA support matrix copy (secondary)", SECONDARY),
+            _wa("cu130", L13, "RELEASE.md CUDA support matrix copy (secondary)", SECONDARY),
+            _wa("cu132", L13, "RELEASE.md CUDA support matrix copy (secondary)", SECONDARY),
         ),
         source=S_TESTINFRA + "; test-infra release_versions.sh @50358ee12",
     ),
     TorchRelease(
         "2.13", "2.13.0", "0.28", "0.28.0", ("cu126", "cu130", "cu132"), "cu130", ("3.10", "3.14"),
         (
-            _wa("cu126", L12, "RELEASE.md CUDA support matrix copy (secondary); " + FACTS_TORCH + " §2b", SECONDARY),
-            _wa("cu130", L13 + "+PTX", "PR #188914/#188925: 2.13.0 (cu130) shipped 12.0+PTX; " + FACTS_TORCH + " §2b",
+            _wa("cu126", L12, "RELEASE.md CUDA support matrix copy (secondary)", SECONDARY),
+            _wa("cu130", L13 + "+PTX", "pytorch/pytorch#188914, #188925: 2.13.0 (cu130) shipped 12.0+PTX",
                 PRIMARY, patch="2.13.0", note="shipped with PTX by mistake; later 2.13.x strip it"),
-            _wa("cu130", L13, "PR #188914/#188925 (fixed list); " + FACTS_TORCH + " §2b"),
-            _wa("cu132", L13, "RELEASE.md CUDA support matrix copy (secondary); " + FACTS_TORCH + " §2b", SECONDARY),
+            _wa("cu130", L13, "pytorch/pytorch#188914, #188925 (fixed list)"),
+            _wa("cu132", L13, "RELEASE.md CUDA support matrix copy (secondary)", SECONDARY),
         ),
         source=S_TESTINFRA + "; " + S_LOCAL + " (2.13.0+cpu)", latest_status=SECONDARY,
         note="3.15 experimental; whether cu129 2.13 wheels were published is unconfirmed; torchvision 0.28 secondary",
@@ -288,7 +296,7 @@ RELEASES: Tuple[TorchRelease, ...] = (
         "2.14", "2.14.1", "0.29", "0.29.1", ("cu126", "cu130", "cu132"), "cu130", ("3.10", "3.14"),
         (
             _wa("cu126", L12, "RELEASE.md support matrix 'For Release 2.12, 2.13 and 2.14' (secondary copy)", SECONDARY),
-            _wa("cu130", L13, "DESIGN.md: fatbin scan of torch 2.14.1 cu130 libtorch_cuda.so (SASS sm_75/80/86/90/100/120, no PTX)"),
+            _wa("cu130", L13, "docs/benchmarks.md: fatbin scan of torch 2.14.1+cu130 libtorch_cuda.so (SASS sm_75 .. sm_121a, no PTX)"),
             _wa("cu132", L13, "RELEASE.md support matrix 'For Release 2.12, 2.13 and 2.14' (secondary copy)", SECONDARY),
         ),
         source=S_LOCAL + " (2.14.1+cu130 from PyPI: Requires-Python >=3.10, classifiers 3.10-3.14); "

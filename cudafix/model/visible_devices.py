@@ -1,5 +1,6 @@
 """The semantics of CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER, per NVIDIA's "CUDA
-Environment Variables" (https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars):
+Environment Variables" (CUDA Programming Guide appendix,
+https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html):
 
 - unset: every GPU is visible; empty string: none is;
 - a comma-separated list of integer indices, GPU UUIDs (``GPU-8932f937-...``, or a unique

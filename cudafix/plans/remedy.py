@@ -4,9 +4,10 @@ Rules applied (each one is stated in the recommendation's ``evidence``):
 - Python: the release's supported CPython range contains the env's Python.
 - Driver: the variant's CUDA <= the driver's CUDA (native), or, for the same CUDA major only,
   the driver is at or above that major's minor-version-compatibility floor (release wheels carry
-  SASS, which minor compat runs; never across majors).  facts-driver §1d/§1e.
+  SASS, which minor compat runs; never across majors):
+  https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
 - GPUs: every GPU's CC is covered by SASS of the build's arch list (``arch.fit`` == "sass");
-  PTX-only coverage means minutes of JIT and is not recommended.  facts-torch §2.
+  PTX-only coverage means minutes of JIT and is not recommended (docs/gpu.md, PTX JIT row).
 Newest release first; within it a native variant before a minor-compat one, newer CUDA first.
 """
 
@@ -22,7 +23,7 @@ from cudafix.knowledge.gpus import sm_support
 
 NEW_PLATFORM_RULE = (
     "RN 13.4U1: 'new features and newly enabled platforms require an R615 or later driver that supports them' "
-    "(a GPU needs a driver of at least the CUDA release that first supports its SM; facts-driver §1a, §3b)"
+    "(a GPU needs a driver of at least the CUDA release that first supports its SM; https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html)"
 )
 
 

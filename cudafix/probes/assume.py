@@ -43,7 +43,7 @@ def parse_gpus(specs: Sequence[str]) -> List[Tuple[Optional[str], str]]:
 
 
 def visible_indices(env: Mapping[str, str], count: int) -> Tuple[Optional[List[int]], Optional[str]]:
-    """CUDA's view of CUDA_VISIBLE_DEVICES for ``count`` GPUs without UUIDs (facts-driver §5).
+    """CUDA's view of CUDA_VISIBLE_DEVICES for ``count`` GPUs without UUIDs (https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html).
 
     Returns (indices, None), or (None, why) when it cannot be decided (UUID/MIG entries).
     Unset = all; '' = none; parsing stops at the first invalid entry.

@@ -1,6 +1,7 @@
 """The NVIDIA driver: kernel module version, user-space libcuda / libnvidia-ml, driver CUDA version.
 
-Never calls ``cuInit`` (a parent that called it breaks CUDA in forked children, DESIGN.md);
+Never calls ``cuInit`` (a parent that called it breaks CUDA in forked children:
+torch's "Cannot re-initialize CUDA in forked subprocess");
 ``cuDriverGetVersion`` is safe without it and is only called from ``cudafix status`` /
 ``snapshot`` (``call_driver_api=True``), never from the startup hook.
 

@@ -11,8 +11,9 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import JitCache
 
-# Variables read by the CUDA driver/runtime (NVIDIA "CUDA Environment Variables", facts-driver.md
-# §5), by torch (facts-torch.md §5), by the dynamic loader, and by conda activation.
+# Variables read by the CUDA driver/runtime (NVIDIA "CUDA Environment Variables",
+# https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html), by torch
+# (https://docs.pytorch.org/docs/stable/cuda_environment_variables.html), by the dynamic loader, and by conda activation.
 VARIABLES = (
     "LD_LIBRARY_PATH", "LD_PRELOAD",
     "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR", "CUDACXX",
@@ -33,7 +34,7 @@ VARIABLES = (
 # Any other variable with these prefixes is recorded too (CUDA reads more than it documents).
 PREFIXES = ("CUDA_", "CUDAFIX_", "PYTORCH_CUDA_", "NCCL_")  # NCCL_*: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
 
-# CUDA_CACHE_MAXSIZE (facts-driver.md §5, NVIDIA "CUDA Environment Variables"):
+# CUDA_CACHE_MAXSIZE (NVIDIA "CUDA Environment Variables", https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html):
 # maximum 4294967296 (4 GiB) in every edition.  Default: 268435456 (256 MiB) in the older
 # Programming Guide table; the current page says 1073741824 (1 GiB) on desktop/server and
 # 256 MiB on embedded.  Which driver release changed it is UNCONFIRMED, so the effective default

@@ -1,7 +1,7 @@
 """CUDA toolkits (nvcc + headers) wherever they are, conda CUDA packages, pip nvidia-* wheels.
 
 Sources: ``/usr/local/cuda*``, ``CUDA_HOME``, ``CUDA_PATH``, ``nvcc`` on PATH, the conda prefix.
-``cuda_home`` mirrors ``torch.utils.cpp_extension._find_cuda_home`` (anchors.md §B3):
+``cuda_home`` mirrors ``torch.utils.cpp_extension._find_cuda_home`` (https://github.com/pytorch/pytorch/blob/main/torch/utils/cpp_extension.py):
 CUDA_HOME or CUDA_PATH (in that order) -> ``which nvcc``/../.. -> /usr/local/cuda (if it exists).
 
 Version of a toolkit, cheapest first: version.json ("cuda" -> "version", CUDA >= 11.1),

@@ -1,6 +1,6 @@
 """GPU architecture rules: does torch carry code each visible GPU can run, natively (SASS) or
-through the driver's PTX JIT, and can the JIT cache hold it (facts-torch.md §2, §8;
-facts-driver.md §5; anchors.md §C F7, F8, F21; DESIGN.md "Arch coverage")."""
+through the driver's PTX JIT, and can the JIT cache hold it (https://docs.nvidia.com/cuda/cuda-programming-guide/01-introduction/cuda-platform.html;
+https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html; the reports each rule cites, docs/rules.md)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from cudafix.model.snapshot import GPU, Snapshot, TorchBuild
 CACHE_MAX = 4 * GIB  # NVIDIA: CUDA_CACHE_MAXSIZE maximum is 4294967296 (4 GiB)
 ENV_DOC = "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"
 # Documented defaults: 256 MiB in older CUDA docs, 1 GiB (desktop/server) in current ones; which
-# driver changed it is unconfirmed (facts-driver §5), so an unset value is judged against both.
+# driver changed it is unconfirmed (https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html), so an unset value is judged against both.
 DEFAULT_LOW, DEFAULT_HIGH = 256 * MIB, 1 * GIB
 
 

@@ -1,5 +1,5 @@
 """Driver rules: presence, user-space vs kernel module, CUDA version vs torch's, forward compat
-(facts-driver.md §1, §1d/e, §2, §4; anchors.md §C F6, F14, F15)."""
+(the documents and reports each rule cites in ``sources``, docs/rules.md)."""
 
 from __future__ import annotations
 
@@ -424,6 +424,6 @@ RULES = (
         evidence_used="the libcuda the loader picks and whether it is a cuda-compat copy, its version, the kernel module version, GPU names, LD_LIBRARY_PATH",
         fix_text="automatic: the compat directory is dropped from LD_LIBRARY_PATH on activation and the driver's own libcuda (the kernel module's version) is preloaded.",
         sources=(FWD_DOC, "DeepVAC/TorchPod#43", "oobabooga/textgen#4407", "gpustack/gpustack#1540", "ModelTC/LightLLM#191",
-                 "shared/DESIGN.md (H200: compat libcuda.so.580.95.05 on driver 580.159.04 -> error 803)"),
+                 "docs/gpu.md (H200: compat libcuda.so.580.95.05 on driver 580.159.04 -> error 803)"),
     ),
 )

@@ -1,5 +1,6 @@
 """Environment-variable rules: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_LAUNCH_BLOCKING,
-CUDA_MODULE_LOADING (facts-driver.md §5; anchors.md §C F12; DESIGN.md measurements)."""
+CUDA_MODULE_LOADING (https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html;
+the reports each rule cites, docs/rules.md; H200 measurements, docs/gpu.md)."""
 
 from __future__ import annotations
 
@@ -257,7 +258,7 @@ RULES = (
         ),
         evidence_used="the CUDA_LAUNCH_BLOCKING value",
         fix_text="unset CUDA_LAUNCH_BLOCKING when not debugging.",
-        sources=(ENV_DOC, "shared/DESIGN.md (H200 measurement)"),
+        sources=(ENV_DOC, "docs/gpu.md (H200 measurement)"),
     ),
     Rule(
         id="module-loading-eager",
@@ -268,10 +269,10 @@ RULES = (
         cause="With EAGER, the CUDA runtime loads every kernel of every library at the first CUDA call instead of on first use. Lazy loading needs a CUDA 11.7+ runtime and an R515+ driver; it is the default on Linux since CUDA 12.2 (torch set LAZY itself from 1.13).",
         symptoms=(
             "first CUDA operation takes seconds (H200, torch 2.11 cu130: 3.01 s vs 0.34 s, docs/gpu.md)",
-            "device memory used at start roughly doubles (1261 MiB vs 621 MiB)",
+            "device memory used at start roughly doubles (1260 MiB vs 620 MiB, docs/gpu-raw/module-loading.json)",
         ),
         evidence_used="CUDA_MODULE_LOADING / CUDA_MODULE_DATA_LOADING, torch.version.cuda, driver version",
         fix_text="unset CUDA_MODULE_LOADING (and CUDA_MODULE_DATA_LOADING).",
-        sources=(LAZY_DOC, ENV_DOC, "pytorch/pytorch#85692", "shared/DESIGN.md (H200 measurement)"),
+        sources=(LAZY_DOC, ENV_DOC, "pytorch/pytorch#85692", "docs/gpu.md (H200 measurement)"),
     ),
 )

@@ -1,4 +1,5 @@
-"""Library resolution rules (anchors.md §C F1–F4; DESIGN.md "Library resolution")."""
+"""Library resolution rules (glibc ld.so search order, https://man7.org/linux/man-pages/man8/ld.so.8.html;
+the reports each rule cites, docs/rules.md)."""
 
 from __future__ import annotations
 

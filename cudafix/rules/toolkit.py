@@ -1,4 +1,5 @@
-"""Toolkit rules: the CUDA toolkit extension builds would use vs torch's CUDA (anchors.md §B3, §C F9)."""
+"""Toolkit rules: the CUDA toolkit extension builds would use vs torch's CUDA
+(https://github.com/pytorch/pytorch/blob/main/torch/utils/cpp_extension.py `_check_cuda_version`; the reports each rule cites, docs/rules.md)."""
 
 from __future__ import annotations
 

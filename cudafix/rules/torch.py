@@ -1,5 +1,5 @@
 """torch-build rules: CPU-only builds on GPU machines, torchvision pairing, mixed CUDA sources,
-PYTORCH_CUDA_ALLOC_CONF (anchors.md §C F5, F16, F24; facts-torch.md §5a, §7)."""
+PYTORCH_CUDA_ALLOC_CONF (the reports and documents each rule rests on: its ``sources``, docs/rules.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Small JSON result caches in cudafix's cache dir, validated by re-stat (the fatbin cache's rules).
 
-- A cache file is read only if we own it and nobody else can write it (DESIGN constraint 6);
+- A cache file is read only if we own it and nobody else can write it (another
+  user could otherwise feed us a forged cache);
   a corrupt, foreign or other-version file is ignored (and rewritten by the next store).
 - Writes are atomic (temp file + rename): a reader sees the old file or the new one.
 - An unwritable cache dir only costs speed.
@@ -55,7 +56,7 @@ def racy(sigs: Any, started_ns: int) -> bool:
 
 
 def safe_to_read(path: str) -> bool:
-    """Trust only a cache file we own that nobody else can write (DESIGN constraint 6)."""
+    """Trust only a cache file we own that nobody else can write (else it could be forged)."""
     try:
         st = os.lstat(path)
     except OSError:

@@ -1,6 +1,7 @@
 """Where cudafix keeps its caches.
 
-Never a place another user can write (DESIGN constraint 6): the env prefix when we own it,
+Never a place another user can write (it could plant a cache we
+then trust): the env prefix when we own it,
 else the user's cache dir.  Callers must still treat every cache as untrusted input.
 """
 

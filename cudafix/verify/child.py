@@ -1,7 +1,8 @@
 """Child process of `cudafix verify`: imports torch and measures what the GPU really does.
 
 Runs in a separate interpreter (never in the user's process: importing torch and initialising
-CUDA must not happen in cudafix's own process, see DESIGN constraint 1).  Prints one JSON object
+CUDA must not happen in cudafix's own process: a parent that called cuInit breaks CUDA in
+forked children).  Prints one JSON object
 on stdout.  Python 3.8 compatible; depends only on torch and the stdlib.
 """
 
