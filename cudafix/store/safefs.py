@@ -218,6 +218,14 @@ def stat_sig(path):
     return "%o:%d:%d:%d:%d:%d" % (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+def sig_mode(sig):
+    """The st_mode of a :func:`stat_sig` (0 for a malformed one)."""
+    try:
+        return int(sig.split(":", 1)[0], 8)
+    except (AttributeError, ValueError):
+        return 0
+
+
 def sig_mtime_ns(sig):
     """The mtime_ns of a :func:`stat_sig` (None for None or a malformed one)."""
     try:
