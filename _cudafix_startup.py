@@ -1,12 +1,12 @@
 """cudafix's startup hook (docs/hook.md): run() installs the `import torch` finder; never raises."""
 
-# Named by cudafix.pth (Python < 3.15) and cudafix.start (PEP 829, >= 3.15).  Every interpreter of
-# the env unmarshals and runs this module, so it does only this: honour CUDAFIX_DISABLE and
+# Named by cudafix.pth (Python < 3.15), which loads this file from its own site-packages dir
+# (never through sys.path: an empty PYTHONPATH entry would find a file of this name in the
+# current directory), and by cudafix.start (PEP 829, >= 3.15).  Every interpreter of the env
+# unmarshals and runs this module, so it does only this: honour CUDAFIX_DISABLE and
 # CUDAFIX_MODE=off, and install a sys.meta_path finder for the name `torch` (no file read, no
 # stat).  The check itself (fingerprint, cache, env corrections, recompute, preloads, warnings)
-# runs in that finder, at `import torch`: cudafix.hook.runtime.  Its names (state, ENV_B, find_entry,
-# apply_env, fingerprint, read_cache, CudafixWarning, ...) are attributes of this module too
-# (module __getattr__); reading `state` before `import torch` runs the check then.
+# runs in that finder, at `import torch`: cudafix.hook.runtime, which also holds its state.
 #
 # No module-level `import os, sys`: the finder in sys.meta_path keeps this module's globals alive
 # until the interpreter's finalization, and globals holding the os and sys modules keep those
@@ -82,14 +82,3 @@ def _find_spec(name, path=None, target=None):  # the finder's: the work is cudaf
                     sys.stderr.write("cudafix: at `import torch`: %s: %s\n" % (type(exc).__name__, exc))
             except Exception:  # noqa: BLE001
                 pass
-
-
-def __getattr__(name):  # the rest of the hook's API: cudafix.hook.runtime.HOOK_API
-    if name[:2] != "__":
-        from cudafix.hook import runtime as hookenv
-
-        if name == "state":
-            return hookenv.check()
-        if name in hookenv.HOOK_API:
-            return getattr(hookenv, name)
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))

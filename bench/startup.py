@@ -114,14 +114,14 @@ def instructions(cmd, env):
 
 COLD = r"""
 import os, shutil, sys, time
-import _cudafix_startup as hook
+from cudafix.hook import runtime as hook
 from cudafix.plans import hook as hookplan
 if sys.argv[1] == "first":
-    shutil.rmtree(os.path.dirname(hook.state.cache_path), ignore_errors=True)
+    shutil.rmtree(os.path.dirname(hook.check().cache_path), ignore_errors=True)
 t0 = time.perf_counter()
-entry = hookplan.compute(os.environ, hook.state.syspath)
+entry = hookplan.compute(os.environ, hook.check().syspath)
 t1 = time.perf_counter()
-hookplan.write_entry(hook.state.cache_path, entry)
+hookplan.write_entry(hook.check().cache_path, entry)
 t2 = time.perf_counter()
 print("%.1f %.1f" % ((t1 - t0) * 1000, (t2 - t1) * 1000))
 """
@@ -161,7 +161,7 @@ def main() -> None:
     without = make_venv(tmp / "without", cudafix=False, deps=[cu_site])
     with_ = make_venv(tmp / "with", deps=[cu_site])
     subprocess.run([str(with_), "-c", "import torch"], env=env, cwd="/", capture_output=True)  # warm the cache
-    chk = subprocess.run([str(with_), "-c", "import _cudafix_startup as h; print(h.state.entry is not None)"],
+    chk = subprocess.run([str(with_), "-c", "import cudafix.hook.runtime as h; print(h.check().entry is not None)"],
                          env=env, cwd="/", capture_output=True, text=True).stdout.strip()
     assert chk == "True", "cache not warm"
     # the control: a second venv identical to "without"; its difference is this run's noise floor

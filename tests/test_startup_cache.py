@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import _cudafix_startup as hook
+from cudafix.hook import runtime as hook
 from cudafix.hook import runtime as hookenv
 import cudafix
 from cudafix.plans import hook as hookplan
@@ -129,7 +129,7 @@ def test_foreign_owned_cache_is_ignored(tmp_path):
     require(os.geteuid() == 0, "chown to another user needs root")
     d, p = _cache_file(tmp_path)
     os.chown(str(p), 65534, 65534)
-    assert hook.read_cache(str(p)) == ([], "cache file not owned by this user, writable by others, or not a file")
+    assert hook.read_cache(str(p)) == ([], "cache not trusted (hook.v1: not a regular file of uid 0 writable only by it)")
     os.chown(str(p), 0, 0)
     os.chown(str(d), 65534, 65534)
     assert hook.read_cache(str(p))[0] == []
@@ -160,7 +160,7 @@ def test_oversized_cache_is_ignored(tmp_path):
     d, p = _cache_file(tmp_path)
     with open(str(p), "ab") as fh:
         fh.truncate(hook.MAX_CACHE_BYTES + 10)
-    assert hook.read_cache(str(p)) == ([], "cache file too large")
+    assert hook.read_cache(str(p)) == ([], "cache not trusted (hook.v1: larger than %d bytes)" % hook.MAX_CACHE_BYTES)
 
 
 def test_missing_cache(tmp_path):
@@ -193,12 +193,15 @@ def test_write_entry_refuses_a_dir_others_can_write(tmp_path):
 
 # -- the plan built from findings -----------------------------------------------------------
 
+# A preload must name a file of root (or the env's owner) in directories nobody else can write
+# (cudafix.store.safefs.preload_refusal): the plan tests use a real one, glibc's.
+TORCH_LIB = os.path.realpath("/usr/lib/x86_64-linux-gnu/libc.so.6")
 SHADOW = Finding(
     rule="lib-shadowed", severity="error",
     message="libnvJitLink.so.12 is shadowed: /old/libnvJitLink.so.12 12.3.101 wins over torch's /sp/nvidia/nvjitlink/lib/libnvJitLink.so.12 12.4.127",
     fix=Fix(summary="load torch's own libnvJitLink.so.12", auto=True, scope="both",
             env=EnvPatch((EnvOp(REMOVE_PATH, "LD_LIBRARY_PATH", "/old"),)),
-            preload=(Preload("libnvJitLink.so.12", "/sp/nvidia/nvjitlink/lib/libnvJitLink.so.12"),)),
+            preload=(Preload("libnvJitLink.so.12", TORCH_LIB),)),
 )
 JIT = Finding(rule="jit-cache-too-small", severity="warning", message="the JIT cache (256 MiB) cannot hold the PTX",
               fix=Fix(summary="raise CUDA_CACHE_MAXSIZE", auto=True, scope="both",
@@ -215,7 +218,7 @@ def test_plan_from_findings():
     # LD_LIBRARY_PATH is never changed in-process (the loader read it at exec); activation-only
     # fixes are not applied in a process
     assert e.ops == [("jit-cache-too-small", SET, "CUDA_CACHE_MAXSIZE", "4294967296")]
-    assert e.preloads == [("lib-shadowed", "libnvJitLink.so.12", "/sp/nvidia/nvjitlink/lib/libnvJitLink.so.12")]
+    assert e.preloads == [("lib-shadowed", "libnvJitLink.so.12", TORCH_LIB)]
     warns = {w[0]: w for w in e.warns}
     assert set(warns) == {"lib-shadowed", "jit-cache-too-small", "driver-too-old", "x-activation"}
     assert warns["jit-cache-too-small"][1] is True  # a plain variable correction: quiet when applied
@@ -311,9 +314,10 @@ def test_find_entry_refuses_what_is_not_whole():
         hook.find_entry(data, "1.2.3", size=len(data) - 1)  # grew while read
 
 
-def test_hookenv_names_served_by_the_start_module():
-    for name in hookenv.HOOK_API:
-        assert getattr(hook, name) is getattr(hookenv, name)
+def test_start_module_is_tiny_and_holds_no_state():
+    """The start module installs the finder and nothing else: no proxy, no state (issue 17)."""
+    import _cudafix_startup as start
+
+    assert not hasattr(start, "__getattr__") and not hasattr(start, "state")
+    assert sorted(n for n in vars(start) if not n.startswith("__")) == ["_find_spec", "_skip_second_pass", "_started", "run"]
     assert hook.CudafixWarning is hookplan.CudafixWarning
-    with pytest.raises(AttributeError):
-        hook.no_such_name  # noqa: B018

@@ -72,6 +72,9 @@ def clean_env(cache_home: os.PathLike, **extra: str) -> Dict[str, str]:
 def run(python: os.PathLike, code: str, env: Dict[str, str], args: Iterable[str] = (), timeout: float = 120,
         **kw) -> subprocess.CompletedProcess:
     kw.setdefault("cwd", "/")  # never the checkout: `-c` puts the cwd on sys.path
+    # its own process group, as a command of an interactive shell has: warnings are said once per
+    # process group (cudafix.hook.runtime.claim_warnings), and each run here is a new command
+    kw.setdefault("start_new_session", True)
     return subprocess.run([str(python), *args, "-c", code], env=env, capture_output=True, text=True, timeout=timeout, **kw)
 
 
@@ -79,11 +82,11 @@ def run(python: os.PathLike, code: str, env: Dict[str, str], args: Iterable[str]
 # venv (its own sys.path / prefix / fingerprint).  argv[1]: JSON list of Finding dicts.
 WRITE_PLAN = r"""
 import json, os, sys
-import _cudafix_startup as hook
+from cudafix.hook import runtime as hook
 from cudafix.plans import hook as hookplan
 from cudafix.model.findings import Finding
 found = [Finding.from_dict(d) for d in json.loads(sys.argv[1])]
-entry = hookplan.build_entry(found, os.environ, hook.state.syspath)
+entry = hookplan.build_entry(found, os.environ, hook.check().syspath)
 path = os.path.join(hook.cache_dir(sys.prefix, os.environ), hook.CACHE_FILE)
 assert hookplan.write_entry(path, entry), path
 print(path)

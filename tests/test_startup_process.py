@@ -17,7 +17,8 @@ import tempfile
 
 import pytest
 
-import _cudafix_startup as hook
+import _cudafix_startup
+from cudafix.hook import runtime as hook
 from tests.conftest import require
 from tests.test_startup_cache import ADVICE, JIT
 from tests.test_startup_helpers import (
@@ -128,7 +129,7 @@ def test_corrections_inherited_by_children_without_a_recompute(venvs, env):
     # (the entry's post-correction fingerprint) without a recompute.
     write_plan(venvs["stub"], PLAN, env)
     code = ("import os, subprocess, sys, torch; print(os.environ.get('CUDA_CACHE_MAXSIZE')); sys.stdout.flush(); "
-            "subprocess.run([sys.executable, '-c', 'import _cudafix_startup as h, os; v = os.environ.get(\"CUDA_CACHE_MAXSIZE\"); print(h.state.entry is not None, v)'])")
+            "subprocess.run([sys.executable, '-c', 'import cudafix.hook.runtime as h, os; v = os.environ.get(\"CUDA_CACHE_MAXSIZE\"); print(h.check().entry is not None, v)'])")
     p = run(venvs["stub"], code, env)
     assert p.stdout.split("\n")[:2] == ["4294967296", "True 4294967296"], p.stdout + p.stderr
 
@@ -201,7 +202,7 @@ def test_warnings_once_per_process_tree_and_filterable(venvs, env):
     # the parent warns about the advice-only finding once; the child inherits the marker; the
     # corrected plain-variable findings are quiet
     assert len(warn_lines) == 1 and "[driver-too-old]" in warn_lines[0] and "<string>:1:" in warn_lines[0], p.stderr
-    p = run(venvs["stub"], "import warnings, _cudafix_startup as h; warnings.simplefilter('ignore', h.CudafixWarning); import torch", env)
+    p = run(venvs["stub"], "import warnings, cudafix.hook.runtime as h; warnings.simplefilter('ignore', h.CudafixWarning); import torch", env)
     assert p.stderr == ""
     p = run(venvs["stub"], "import torch", dict(env, CUDAFIX_MODE="warn"))
     assert p.stderr.count("CudafixWarning") == 4  # nothing corrected: every finding is said
@@ -232,7 +233,7 @@ def test_startup_module_globals_hold_no_module():
     # with callgrind (docs/benchmarks.md).  Hence the function-local imports.
     import types
 
-    assert [k for k, v in vars(hook).items() if isinstance(v, types.ModuleType)] == []
+    assert [k for k, v in vars(_cudafix_startup).items() if isinstance(v, types.ModuleType)] == []
 
 
 @pytest.mark.parametrize("cudafix", [False, True])
@@ -286,7 +287,7 @@ def test_odd_interpreters(venvs, env, flags):
 
 def test_no_home_uses_private_tmp_cache(venvs, env):
     e = {k: v for k, v in env.items() if k not in ("HOME", "XDG_CACHE_HOME")}
-    p = run(venvs["hook"], "import _cudafix_startup as h; print(h.state.cache_path)", e)
+    p = run(venvs["hook"], "import cudafix.hook.runtime as h; print(h.check().cache_path)", e)
     assert p.returncode == 0 and p.stderr == ""
     assert p.stdout.strip().startswith("/tmp/cudafix-%d/envs/" % os.getuid())
 
@@ -325,7 +326,7 @@ def _read_only_as_nobody(base):
     subprocess.run(["chmod", "-R", "a+rX,a-w", str(base)], check=True)
     env = {"PATH": os.environ["PATH"], "XDG_CACHE_HOME": str(ro_cache)}
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(py), "-c",
-                        "import torch, _cudafix_startup as h; print(h.state.entry is not None)"],
+                        "import torch, cudafix.hook.runtime as h; print(h.check().entry is not None)"],
                        env=env, capture_output=True, text=True, timeout=120, cwd="/")
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "True"  # checked in-process; just not cached
@@ -334,16 +335,16 @@ def _read_only_as_nobody(base):
 
 
 def test_64_interpreters_on_a_cold_cache(venvs, env):
-    code = "import torch, _cudafix_startup as h; print(h.state.entry is not None)"
+    code = "import torch, cudafix.hook.runtime as h; print(h.check().entry is not None)"
     procs = [subprocess.Popen([str(venvs["stub"]), "-c", code], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
              for _ in range(64)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [o[1] for o in outs if o[1]][:3]
     assert all(o == ("True\n", "") for o in outs), [o for o in outs if o != ("True\n", "")][:3]
-    path = run(venvs["stub"], "import _cudafix_startup as h; print(h.state.cache_path)", env).stdout.strip()
+    path = run(venvs["stub"], "import cudafix.hook.runtime as h; print(h.check().cache_path)", env).stdout.strip()
     d = pathlib.Path(path).parent
     assert [x.name for x in d.iterdir() if x.name.startswith(".")] == []  # no temp file left
     entries, why = hook.read_cache(path)
     assert why is None and len(entries) == 1  # one whole cache, one fingerprint
-    p = run(venvs["stub"], "import _cudafix_startup as h; print(h.state.entry is not None)", env)
+    p = run(venvs["stub"], "import cudafix.hook.runtime as h; print(h.check().entry is not None)", env)
     assert p.stdout.strip() == "True"

@@ -71,3 +71,34 @@ def test_cold_path_correction_visible_when_import_torch_begins(tmp_path):
         seen = json.loads(p.stdout.splitlines()[1])
         assert seen["CUDA_HOME"] in ("/usr/local/cuda-13.0", "/usr/local/cuda"), (cache, seen)
         assert "[cuda-home-mismatch]" not in p.stderr  # a corrected plain variable is not warned about
+
+
+# Issue 18 item 2: the loader read LD_LIBRARY_PATH at exec; what the script does to os.environ
+# afterwards changes nothing for the libraries torch loads, so the hook judges the exec-time value
+# (/proc/self/environ).  Before the fix the first case was not repaired (the check saw no
+# LD_LIBRARY_PATH) and the second warned and preloaded for a variable the loader never read.
+POP = "import os; os.environ.pop('LD_LIBRARY_PATH'); " + SHOW_LOADED
+
+
+def test_loader_path_dropped_in_process_is_judged_as_the_loader_read_it(f1, tmp_path):
+    sc, without, with_ = f1
+    env = clean_env(tmp_path / "cache", LD_LIBRARY_PATH=sc.ld_library_path)
+    p = run(without, POP, env, timeout=300)
+    assert p.returncode != 0 and sc.expected_error in p.stderr  # popping it does not help torch
+    for cache in ("cold", "warm"):
+        p = run(with_, POP, env, timeout=300)
+        assert p.returncode == 0, (cache, p.stderr[-2000:])
+        assert p.stdout.strip().endswith("/nvidia/nvjitlink/lib/libnvJitLink.so.12"), p.stdout
+        warned = [ln for ln in p.stderr.splitlines() if "CudafixWarning" in ln and "[lib-shadowed]" in ln]
+        assert len(warned) == 1 and str(sc.shadow_file) in warned[0], (cache, p.stderr)
+
+
+def test_loader_path_set_in_process_only_is_not_judged(f1, tmp_path):
+    sc, _, with_ = f1
+    env = clean_env(tmp_path / "cache", CUDAFIX_DEBUG="1")
+    code = "import os; os.environ['LD_LIBRARY_PATH'] = %r; " % sc.ld_library_path + SHOW_LOADED
+    for cache in ("cold", "warm"):
+        p = run(with_, code, env, timeout=300)
+        assert p.returncode == 0, (cache, p.stderr[-2000:])
+        assert p.stdout.strip().endswith("/nvidia/nvjitlink/lib/libnvJitLink.so.12"), p.stdout
+        assert "[lib-shadowed]" not in p.stderr and "preloaded" not in p.stderr, (cache, p.stderr)

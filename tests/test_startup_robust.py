@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import _cudafix_startup as hook
+from cudafix.hook import runtime as hook
 from cudafix.hook import runtime as hookenv
 from tests.test_startup_helpers import clean_env, make_venv, stub_torch
 
@@ -44,7 +44,7 @@ def test_random_env_values(stub_python, tmp_path_factory, extra):
 
 
 def _cache_path(python, env):
-    p = subprocess.run([str(python), "-c", "import _cudafix_startup as h; print(h.state.cache_path)"], env=env,
+    p = subprocess.run([str(python), "-c", "import cudafix.hook.runtime as h; print(h.check().cache_path)"], env=env,
                        capture_output=True, text=True, timeout=60, cwd="/")
     return p.stdout.strip()
 
@@ -76,9 +76,9 @@ def test_corrupt_truncated_unreadable_caches(stub_python, tmp_path_factory, data
 # hookplan.build_entry fingerprints after the entry's corrections).
 SAME = r"""
 import os, sys
-import _cudafix_startup as hook
+from cudafix.hook import runtime as hook
 from cudafix.hook import runtime as hookenv
-st = hook.state
+st = hook.check()
 sys.stdout.write(repr([st.syspath == hookenv.path_part(sys.path[1:]),
                        st.fp == hookenv.fingerprint(os.environ, st.syspath),
                        st.fp == hookenv.fingerprint(dict(os.environ), st.syspath),

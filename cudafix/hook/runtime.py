@@ -4,16 +4,16 @@ _cudafix_startup (unmarshalled and run at every interpreter start) only installs
 name `torch`.  Everything else lives here and runs when that finder sees `import torch`: the
 check (fingerprint -> per-env cache entry -> in-process env corrections), the whole-file cache
 parser and reader, the writer's format, the cold recompute when the cache was stale (through
-cudafix.plans.hook), library preloads by absolute path, and the warnings.  The names in HOOK_API
-are also attributes of _cudafix_startup (its module __getattr__), where they lived before.
-Importing this module imports nothing beyond the stdlib and _cudafix_startup.
+cudafix.plans.hook), library preloads by absolute path, and the warnings.  The check's result lives
+here, in ``state`` (None until the check ran; :func:`check` runs it and returns it).
+Files are read and written only through cudafix.store.safefs (the one trust check).
+Importing this module imports nothing beyond the stdlib and cudafix.store.
 """
 
 import os
 import sys
 
-import _cudafix_startup as hook
-from cudafix.store import paths
+from cudafix.store import paths, safefs
 
 VERSION = "0.1.0"  # == cudafix.__version__ (tests/test_startup_cache.py checks)
 CACHE_FILE = "hook.v1"
@@ -50,7 +50,7 @@ class CudafixWarning(UserWarning):
     """Category of cudafix's warnings at ``import torch`` (filter it like any warning)."""
 
 
-CudafixWarning.__module__ = "_cudafix_startup"  # its documented name (also cudafix.plans.hook.CudafixWarning)
+state = None  # the check's result in this process (check() sets it once)
 
 
 # -- what the start computes, written plainly  ---------
@@ -66,12 +66,50 @@ def cache_dir(prefix, environ):
 
 
 def stat_sig(path):
-    """'mtime_ns:size:ino', '-' when it cannot be stat'ed."""
+    """safefs.stat_sig, '-' when it cannot be stat'ed (the form of the fingerprint and S lines)."""
+    return safefs.stat_sig(path) or "-"
+
+
+# The loader read LD_LIBRARY_PATH / LD_PRELOAD once, at exec: a script that changes them in
+# os.environ before `import torch` changes nothing for the libraries torch loads.  So the loader
+# simulation (and the fingerprint of what it found) uses the values of the exec-time environment
+# block, /proc/self/environ, not os.environ's (issue 18 item 2).
+def exec_loader_vars():
+    """{name: value or None} of LOADER_VARS at exec; None when /proc/self/environ is unreadable."""
     try:
-        st = os.stat(path)
-    except (OSError, ValueError):
-        return "-"
-    return "%d:%d:%d" % (st.st_mtime_ns, st.st_size, st.st_ino)
+        fd = os.open("/proc/self/environ", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks = []
+            while True:
+                b = os.read(fd, 1 << 16)
+                if not b:
+                    break
+                chunks.append(b)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    out = dict.fromkeys(LOADER_VARS)
+    for item in b"".join(chunks).split(b"\0"):
+        name, eq, value = item.partition(b"=")
+        if eq:
+            n = name.decode("latin-1")
+            if n in out:
+                out[n] = os.fsdecode(value)
+    return out
+
+
+def loader_environ(environ=None):
+    """A copy of ``environ`` (os.environ) whose LOADER_VARS are those the loader used (at exec)."""
+    env = dict(os.environ if environ is None else environ)
+    at_exec = exec_loader_vars()
+    if at_exec is not None:
+        for name, value in at_exec.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+    return env
 
 
 def path_part(sys_path=None):
@@ -192,31 +230,13 @@ def parse_entries(data, want=None):
     return entries
 
 
-def trusted(st, uid, want_dir):
-    """Ours, of the right kind, and writable by nobody else (a file another user can write could be forged)."""
-    kind = 0o040000 if want_dir else 0o100000
-    return st.st_mode & 0o170000 == kind and st.st_uid == uid and not st.st_mode & 0o022
-
-
 def read_cache(path, want=None):
     """(entries, None) or ([], reason); never raises.  The same checks as the start's."""
     try:
-        uid = os.geteuid()
-        if not trusted(os.stat(os.path.dirname(path)), uid, True):
-            return [], "cache dir not owned by this user or writable by others"
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-        try:
-            st = os.fstat(fd)
-            if not trusted(st, uid, False):
-                return [], "cache file not owned by this user, writable by others, or not a file"
-            if st.st_size > MAX_CACHE_BYTES:
-                return [], "cache file too large"
-            data = os.read(fd, MAX_CACHE_BYTES + 1)
-        finally:
-            os.close(fd)
+        data, why = safefs.read_private(path, MAX_CACHE_BYTES)
+        if data is None:
+            return [], "no cache yet" if why == "no such file" else "cache not trusted (%s)" % why
         return parse_entries(data, want), None
-    except FileNotFoundError:
-        return [], "no cache yet"
     except Exception as exc:  # noqa: BLE001 - a cache is never worth an exception
         return [], "cache unusable (%s)" % type(exc).__name__
 
@@ -288,13 +308,14 @@ def find_finder():
 def check(finder=None):
     """The check, once per process: policy, fingerprint, this env's cache entry, its in-process env
     corrections.  Run by the finder at `import torch` (or by reading _cudafix_startup.state);
-    returns the state (hook.state).  Never raises."""
-    st = hook.__dict__.get("state")
+    returns the state (this module's ``state``).  Never raises."""
+    global state
+    st = state
     if st is not None:
         return st
     # active: not disabled nor off; why: what the check found (CUDAFIX_DEBUG says it);
     # failed: [(op, exception)]
-    st = hook.state = _NS(mode="fix", active=False, skip=frozenset(), debug=False, syspath=[], fp=None,
+    st = state = _NS(mode="fix", active=False, skip=frozenset(), debug=False, syspath=[], fp=None,
                           cache_path=None, entry=None, applied=[], preloaded=[], finder=None, log=[],
                           failed=[], error=None)
     try:
@@ -315,7 +336,8 @@ def check(finder=None):
             # their own directory, which must not make a new cache entry per directory
             start_path = getattr(finder, "path", None)
             st.syspath = path_part(start_path if isinstance(start_path, list) else None)
-            st.fp = fingerprint(environ, st.syspath)
+            # the loader's variables as the loader used them (at exec), the rest as they are now
+            st.fp = fingerprint(loader_environ(environ), st.syspath)
             st.cache_path = os.path.join(cache_dir(sys.prefix, environ), CACHE_FILE)
             st.entry = lookup(st.cache_path, st.fp)
             if st.entry is not None:
@@ -332,19 +354,12 @@ def check(finder=None):
 
 def lookup(path, fp):
     """The first fresh entry for fp in the cache file at path, or None (also for any cache that
-    is not trusted: O_NOFOLLOW, a regular file, it and its directory ours and writable by nobody
-    else, < MAX_CACHE_BYTES, whole).  Never raises."""
+    is not trusted: cudafix.store.safefs's checks of the whole path, a regular file of ours
+    writable by nobody else, < MAX_CACHE_BYTES, whole).  Never raises, never blocks."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            s = os.fstat(fd)
-            uid = os.geteuid()
-            if s.st_mode & 0o170022 == 0o100000 and s.st_uid == uid and s.st_size <= MAX_CACHE_BYTES:
-                s2 = os.stat(os.path.dirname(path))
-                if s2.st_mode & 0o170022 == 0o040000 and s2.st_uid == uid:
-                    return find_entry(os.read(fd, s.st_size + 1), fp, s.st_size)
-        finally:
-            os.close(fd)
+        data, _ = safefs.read_private(path, MAX_CACHE_BYTES)
+        if data is not None:
+            return find_entry(data, fp)
     except Exception:  # noqa: BLE001 - a cache is never worth an exception: then none
         pass
     return None
@@ -376,14 +391,7 @@ def find_entry(data, fp, size=None):
                     rec.append(None if x == b"-" else x == b"1" if len(rec) == 1 and f[0] == b"W"
                                else bytes.fromhex(x.decode("ascii")).decode("utf-8", "surrogateescape"))
                 e[b"SOPW".index(f[0]) + 2].append(tuple(rec))
-            fresh = True
-            for p, sig in e[2]:
-                try:
-                    s = os.stat(p)
-                    fresh = fresh and sig == "%d:%d:%d" % (s.st_mtime_ns, s.st_size, s.st_ino)
-                except (OSError, ValueError):
-                    fresh = fresh and sig == "-"
-            if fresh:
+            if entry_fresh(e):
                 return e
         i = data.find(key, stop)
     return None
@@ -419,13 +427,6 @@ def apply_op(environ, op, name, value):  # == cudafix.model.fixes.EnvOp.apply
                 del environ[name]
     else:
         raise ValueError("unknown op %r" % (op,))
-
-
-# attributes of _cudafix_startup served from here (its __getattr__)
-HOOK_API = frozenset([
-    "VERSION", "CACHE_FILE", "MAGIC", "MAX_CACHE_BYTES", "WARNED_VAR", "LOADER_VARS", "ENV_B", "_NO",
-    "check", "lookup", "find_entry", "apply_env", "apply_op", "find_finder", "ENV_NAMES", "CudafixWarning", "env_key", "user_cache_dir", "cache_dir", "stat_sig", "path_part",
-    "machine_part", "fingerprint", "parse_entries", "trusted", "read_cache", "entry_fresh", "say"])
 
 
 class Entry(list):
@@ -507,6 +508,74 @@ def warnings_due(st, entry, environ, preloaded):
     return out
 
 
+# Once per process group, not once per sibling (issue 18 item 7).  CUDAFIX_WARNED covers the
+# process tree below a process that warned; a launcher that never imports torch and starts N
+# workers (multiprocessing spawn/fork/forkserver, pools, xargs -P, DataLoader workers) has no such
+# process, but all of them share its process group.  So each warning is claimed with an empty
+# marker file per (process group, its leader's start time, rule), created O_CREAT|O_EXCL in the
+# env's cache dir: of racing siblings exactly one creates it and warns.  A shell with job control
+# gives each command line its own group, so the next run of a script warns again.  The leader's
+# start time (/proc/<pgid>/stat) tells a reused pgid apart; markers of dead groups are removed.
+
+def group_key(pid=None):
+    """'<pgid>.<start time of the group's leader>' ('<pgid>.0' when the leader is gone)."""
+    pgid = os.getpgid(0 if pid is None else pid)
+    return "%d.%s" % (pgid, _start_time(pgid) or "0")
+
+
+def _start_time(pid):
+    try:
+        fd = os.open("/proc/%d/stat" % pid, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        return data[data.rindex(b")") + 2:].split()[19].decode("ascii")  # field 22: starttime
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def claim_warnings(st, due):
+    """The warnings of ``due`` no other process of this group said yet (all of them when the
+    markers cannot be kept: then once per process tree, as CUDAFIX_WARNED does)."""
+    d = None
+    try:
+        key = group_key()
+        d = safefs.open_dir(os.path.dirname(st.cache_path), create=True) if st.cache_path else None
+        if d is None:
+            return due
+        out = []
+        for rule, line in due:
+            name = "warned.%s.%s" % (key, rule)
+            if not rule.replace("-", "").replace("_", "").isalnum() or safefs.create_once(d, name):
+                out.append((rule, line))
+            else:
+                say(st, "not warning [%s]: already said in process group %s" % (rule, key))
+        if out:
+            _prune_markers(d)
+        return out
+    except Exception:  # noqa: BLE001 - never lose a warning to the marker mechanism
+        return due
+    finally:
+        if d is not None:
+            os.close(d)
+
+
+def _prune_markers(d):
+    for name in os.listdir(d):
+        if name.startswith("warned."):
+            parts = name.split(".")
+            try:
+                alive = _start_time(int(parts[1])) == parts[2] or parts[2] == "0" and os.getpgid(int(parts[1])) == int(parts[1])
+            except (OSError, ValueError, IndexError):
+                alive = False
+            if not alive:
+                try:
+                    os.unlink(name, dir_fd=d)
+                except OSError:
+                    pass
+
+
 def at_torch_import(st):
     """Called once by the hook's finder, just before torch's own import proceeds."""
     environ = os.environ
@@ -528,9 +597,16 @@ def at_torch_import(st):
     if preloads:
         import ctypes
 
+        owners = safefs.env_owners(sys.prefix)
+        lib_path = (exec_loader_vars() or environ).get("LD_LIBRARY_PATH")
         for rule, soname, path in preloads:
+            why = safefs.preload_refusal(path, lib_path, owners)  # checked again: files change
+            if why is not None:
+                say(st, "not preloading %s for %s: %s [%s]" % (path, soname, why, rule))
+                continue
             try:
-                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                # by its real path: the directories checked are the ones the loader opens
+                ctypes.CDLL(os.path.realpath(path), mode=ctypes.RTLD_GLOBAL)
                 st.preloaded.append(path)
                 preloaded.append(rule)
                 say(st, "preloaded %s for %s [%s]" % (path, soname, rule))
@@ -538,6 +614,8 @@ def at_torch_import(st):
                 say(st, "could not preload %s: %s" % (path, exc))
     failed = [p[0] for p in preloads if p[0] not in preloaded]
     due = warnings_due(st, entry, environ, [r for r in preloaded if r not in failed])
+    if due:
+        due = claim_warnings(st, due)
     if due:
         import warnings
 

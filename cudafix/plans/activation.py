@@ -243,26 +243,14 @@ def cache_file(prefix: str, family: str, env: Mapping[str, str]) -> Optional[str
 
 
 def _private_dirs(base: str, leaf: str) -> bool:
-    """Create base..leaf as 0700 dirs owned by us; refuse any that another user could write."""
-    uid = os.getuid()
-    os.makedirs(os.path.dirname(base), exist_ok=True)
-    path = base
-    rel = os.path.relpath(leaf, base)
-    parts = [] if rel == "." else rel.split(os.sep)
-    for i in range(len(parts) + 1):
-        if i:
-            path = os.path.join(path, parts[i - 1])
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
-        st = os.lstat(path)
-        import stat as _stat
+    """Create base..leaf as 0700 dirs owned by us; refuse a path another user could write or
+    link (cudafix.store.safefs.open_dir: the one trust check of every cache)."""
+    from cudafix.store import safefs
 
-        if not _stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
-            return False
-        if st.st_mode & 0o022:
-            os.chmod(path, st.st_mode & ~0o022 & 0o7777)
+    fd = safefs.open_dir(leaf, create=True)
+    if fd is None:
+        return False
+    os.close(fd)
     return True
 
 

@@ -25,11 +25,10 @@ import sys
 import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
-import _cudafix_startup as hook
 from cudafix.hook import runtime as hookenv
-from _cudafix_startup import CudafixWarning  # noqa: F401  (re-exported: cudafix.plans.hook.CudafixWarning)
+from cudafix.hook.runtime import CudafixWarning  # noqa: F401  (re-exported: cudafix.plans.hook.CudafixWarning)
 from cudafix.model.findings import BUILD, RUNTIME, Finding
-from cudafix.store.fsutil import atomic_write
+from cudafix.store import safefs
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
 
 MAX_ENTRIES = 16  # fingerprints remembered per env (e.g. two shells with different PATHs)
@@ -46,15 +45,18 @@ def _in_process_ops(f: Finding) -> List[Tuple[str, str, str, Optional[str]]]:
     if not (fix and fix.auto and fix.scope in ("process", "both")):
         return []
     return [(f.rule, op.op, op.name, op.value) for op in fix.env.ops
-            if op.op in _ENV_OPS and op.name not in hook.LOADER_VARS and op.name]
+            if op.op in _ENV_OPS and op.name not in hookenv.LOADER_VARS and op.name]
 
 
-def _preloads(f: Finding) -> List[Tuple[str, str, str]]:
+def _preloads(f: Finding, ld_library_path: Optional[str] = None) -> List[Tuple[str, str, str]]:
     fix = f.fix
     if not (fix and fix.auto):
         return []
-    # a preload only ever acts in-process, whatever the fix's scope says about its env ops
-    return [(f.rule, p.soname, p.path) for p in fix.preload if os.path.isabs(p.path)]
+    # a preload only ever acts in-process, whatever the fix's scope says about its env ops;
+    # never one from a place others can write or the current directory (docs/security.md)
+    owners = safefs.env_owners(sys.prefix)
+    return [(f.rule, p.soname, p.path) for p in fix.preload
+            if safefs.preload_refusal(p.path, ld_library_path, owners) is None]
 
 
 def _describe(ops: Sequence[Tuple[str, str, str, Optional[str]]], preloads: Sequence[Tuple[str, str, str]]) -> str:
@@ -87,7 +89,7 @@ def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath
     seen_paths = set()
     for f in findings:
         f_ops = _in_process_ops(f)
-        f_pre = [p for p in _preloads(f) if p[2] not in seen_paths]
+        f_pre = [p for p in _preloads(f, environ.get("LD_LIBRARY_PATH")) if p[2] not in seen_paths]
         seen_paths.update(p[2] for p in f_pre)
         ops.extend(f_ops)
         preloads.extend(f_pre)
@@ -96,15 +98,15 @@ def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath
         if f.severity in WARN_SEVERITIES and getattr(f, "scope", RUNTIME) != BUILD:
             quiet, fixed, unfixed = warning_lines(f, f_ops, f_pre)
             warns.append((f.rule, quiet, fixed, unfixed))
-    machine = list(hook.machine_part() if machine is None else machine)
-    fp = hook.fingerprint(environ, syspath_part, machine)
+    machine = list(hookenv.machine_part() if machine is None else machine)
+    fp = hookenv.fingerprint(environ, syspath_part, machine)
     after = dict(environ)
     for _, op, name, value in ops:
         try:
-            hook.apply_op(after, op, name, value)
+            hookenv.apply_op(after, op, name, value)
         except Exception:  # noqa: BLE001 - the same op fails the same way in the hook
             pass
-    post_fp = hook.fingerprint(after, syspath_part, machine)
+    post_fp = hookenv.fingerprint(after, syspath_part, machine)
     return hookenv.Entry(fp, post_fp, stats=stats, ops=ops, preloads=preloads, warns=warns)
 
 
@@ -125,7 +127,7 @@ def depends_on(snapshot, preloads: Sequence[Tuple[str, str, str]] = ()) -> List[
     for p in paths:
         if p not in seen:
             seen.add(p)
-            out.append((p, hook.stat_sig(p)))
+            out.append((p, hookenv.stat_sig(p)))
     return out
 
 
@@ -144,7 +146,7 @@ def compute(environ: Optional[Mapping[str, str]] = None, syspath_part: Optional[
 
     environ = os.environ if environ is None else environ
     if syspath_part is None:
-        syspath_part = hook.path_part()
+        syspath_part = hookenv.path_part()
     snap = snapshot_for_hook(environ) if snapshot is None else snapshot
     found = rules.findings(rules.run(snap))
     entry = build_entry(found, environ, syspath_part)
@@ -155,41 +157,25 @@ def compute(environ: Optional[Mapping[str, str]] = None, syspath_part: Optional[
 # -- the cache file -------------------------------------------------------------------------
 
 
-def _private_dir(path: str) -> bool:
-    """Create ``path`` (0700) if needed; True if it is ours and not writable by others."""
-    try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        return hook.trusted(os.stat(path), os.geteuid(), True)
-    except OSError:
-        return False
-
-
 def write_entry(cache_path: str, entry: list) -> bool:
     """Put ``entry`` first in the cache file, atomically (tempfile + os.replace).
 
     Concurrent writers each replace the whole file: the file is always one writer's complete
-    output (an entry of a racing writer may be lost, never mixed).  False when the cache dir
-    is not ours or not writable: then nothing is cached and nothing fails.
+    output (an entry of a racing writer may be lost, never mixed).  False when the cache path
+    fails cudafix.store.safefs's checks or is not writable: then nothing is cached and nothing fails.
     """
-    d = os.path.dirname(cache_path)
-    if not _private_dir(d):
-        return False
-    old, _ = hook.read_cache(cache_path)
+    old, _ = hookenv.read_cache(cache_path)
     entries = [entry] + [e for e in old if e[0] != entry[0]][: MAX_ENTRIES - 1]
-    try:
-        atomic_write(cache_path, hookenv.dump_entries(entries), mode=None)
-        return True
-    except OSError:
-        return False
+    return safefs.write_private(cache_path, hookenv.dump_entries(entries))
 
 
 def cold(st) -> Optional[hookenv.Entry]:
     """Called by the hook at ``import torch`` when the cache had no fresh entry."""
     t0 = time.perf_counter()
-    entry = compute(os.environ, st.syspath)
+    entry = compute(hookenv.loader_environ(os.environ), st.syspath)
     ms = (time.perf_counter() - t0) * 1000
     wrote = write_entry(st.cache_path, entry) if st.cache_path else False
-    hook.say(st, "checked the CUDA stack in %.0f ms (%d env corrections, %d preloads, %d findings to report); %s"
+    hookenv.say(st, "checked the CUDA stack in %.0f ms (%d env corrections, %d preloads, %d findings to report); %s"
               % (ms, len(entry.ops), len(entry.preloads), len(entry.warns),
                  "cached in %s" % st.cache_path if wrote else "cache not writable: nothing cached"))
     return entry
@@ -201,12 +187,12 @@ def refresh(environ: Optional[Mapping[str, str]] = None, snapshot=None) -> Tuple
     Uses the sys.path part of the hook's check when it ran in this process (the start's sys.path,
     saved by the finder), so the entry matches what the next interpreter of this env computes.  Returns (cache path or None, entry).
     """
-    environ = os.environ if environ is None else environ
-    st = vars(hook).get("state")  # (reading hook.state would run the check now)
+    environ = hookenv.loader_environ(os.environ) if environ is None else environ
+    st = hookenv.state  # None when the check has not run in this process
     finder = hookenv.find_finder()
     start_path = getattr(finder, "path", None) if finder is not None else None
     syspath_part = (st.syspath if st is not None and st.syspath
-                    else hook.path_part(start_path if isinstance(start_path, list) else None))
+                    else hookenv.path_part(start_path if isinstance(start_path, list) else None))
     entry = compute(environ, syspath_part, snapshot=snapshot)
-    path = os.path.join(hook.cache_dir(sys.prefix, environ), hook.CACHE_FILE)
+    path = os.path.join(hookenv.cache_dir(sys.prefix, environ), hookenv.CACHE_FILE)
     return (path if write_entry(path, entry) else None), entry

@@ -277,13 +277,18 @@ def _driver_ver_of_file(path: str) -> Optional[str]:
 
 
 def _system_libcuda(snap: Snapshot, kernel: str) -> Optional[str]:
-    """A libcuda file on this machine whose version equals the kernel module's."""
+    """A libcuda file on this machine whose version equals the kernel module's: the driver's own
+    copy (ld.so.cache, the default dirs) before one found through LD_LIBRARY_PATH, which anyone
+    who sets that variable chooses (cudafix.store.safefs.preload_refusal vets it again)."""
+    ld_dirs = {os.path.normpath(e) for e in snap.libraries.ld_library_path or () if e.startswith("/")}
+    found = []
     for r in snap.libraries.resolutions:
         if r.soname.startswith("libcuda.so"):
             for p in [r.resolved or ""] + list(r.others) + [r.expected or ""]:
                 if p and _driver_ver_of_file(p) == kernel and not _is_compat_path(snap, p):
-                    return p
-    return None
+                    found.append(p)
+    found.sort(key=lambda p: os.path.dirname(os.path.normpath(p)) in ld_dirs)  # stable: system first
+    return found[0] if found else None
 
 
 def check_forward_compat(snap: Snapshot) -> Iterable[Outcome]:
