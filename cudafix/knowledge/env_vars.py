@@ -53,8 +53,7 @@ VENV = "https://docs.python.org/3/library/venv.html"
 PY_CMDLINE = "https://docs.python.org/3/using/cmdline.html#environment-variables"
 POSIX_ENV = "https://pubs.opengroup.org/onlinepubs/9799919799/basedefs/V1_chap08.html"
 XDG = "https://specifications.freedesktop.org/basedir-spec/latest/"
-CUDAFIX_ASSUME = "docs/snapshot.md; cudafix/probes/assume.py"
-CUDAFIX_ACTIVATION = "docs/activation.md"
+CUDAFIX_ASSUME = "cudafix/probes/assume.py"
 
 
 @dataclasses.dataclass(frozen=True)
