@@ -216,8 +216,8 @@ def test_hostile_parent_env(case, mode, tmp_path):
 
 @pytest.mark.parametrize("mode", ["bash", "bash-eu", "zsh", "dash", "ash"])
 def test_identity_is_kept(mode, tmp_path):
-    """UID / EUID stay what the kernel says (zsh assigns EUID with seteuid: as root a restore of
-    EUID=65534 would drop root; bash -eu aborts on the read-only UID)."""
+    """UID / EUID stay the shell's own (zsh assigns UID / EUID with setuid / seteuid: as root a
+    restore of UID=12345 dropped root before this fix; bash -eu aborted on the read-only UID)."""
     if not _available(mode):
         pytest.skip(mode + " missing")
     env = CASES["readonly-uid"]

@@ -101,3 +101,28 @@ def test_tcsh_refuses_a_file_others_can_write(prefix, tmp_path, monkeypatch):
     assert p.stderr.decode().splitlines() == ["cudafix: skipped (the file the env's python wrote is not a private file of this user)"]
     assert b"PWNED" not in cr.read_env(tmp_path / "env")
     assert (evil / "activate.csh").exists()  # and not removed either
+
+
+@pytest.mark.parametrize("shell", ALL_SHELLS)
+def test_cache_behind_a_symlink_is_not_sourced(shell, prefix, tmp_path):
+    """The cache file replaced by a symlink (even to a file of ours) is not sourced: cold path."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = cr.base_env(home, {"CUDA_HOME": "/usr/local/cuda"})
+    r = cr.Replay(shell, prefix, tmp_path / "1", env).snap("before").activate().snap("during")
+    p, envs = r.run()
+    assert p.returncode == 0, p.stderr
+    fam = cr.SHELLS[shell][1]
+    cache = next(home.rglob("activate." + fam))
+    planted = tmp_path / "planted"
+    planted.write_text({"sh": "export PWNED=1\n_cudafix_fresh=1\n", "fish": "set -gx PWNED 1\nset -g _cudafix_fresh 1\n",
+                        "csh": "setenv PWNED 1\nset _cudafix_fresh = 1\n"}[fam])
+    cache.unlink()
+    cache.symlink_to(planted)
+    calls = cr.cold_calls(prefix)
+    r = cr.Replay(shell, prefix, tmp_path / "2", env).snap("before").activate().snap("during")
+    p, envs = r.run()
+    assert p.returncode == 0, p.stderr
+    assert b"PWNED" not in envs["during"]
+    assert envs["during"][b"CUDA_HOME"] == b"/opt/cuda '!0"
+    assert cr.cold_calls(prefix) == calls + 1
