@@ -125,7 +125,7 @@ def cache(guard: Guard, plan: Plan, version: str) -> str:
             out.append("if ( $?%s ) eval 'set _cudafix_c = \"s:$%s:q\"'" % (name, name))
             out.append("set _cudafix_x = %s" % quote("s:" + value))
             out.append('if ( "$_cudafix_c:q" != "$_cudafix_x:q" ) set _cudafix_g = 0')
-    # file stamps; not checked right after the cold path wrote this file (_cudafix_cold)
+    # file stamps
     out.append("set _cudafix_s = 1")
     for path in guard.newer:
         q = quote(path)
@@ -134,9 +134,7 @@ def cache(guard: Guard, plan: Plan, version: str) -> str:
     for path in guard.absent:
         q = quote(path)
         out.append("if ( -e %s || -l %s ) set _cudafix_s = 0" % (q, q))
-    out.append("if ( ! $?_cudafix_cold ) then")
-    out.append("  if ( ! $_cudafix_s ) set _cudafix_g = 0")
-    out.append("endif")
+    out.append("if ( ! $_cudafix_s ) set _cudafix_g = 0")
     out.append("if ( $_cudafix_g ) set _cudafix_fresh = 1")
     out.append("unset _cudafix_g _cudafix_s")
     out.append("if ( $?_cudafix_c ) unset _cudafix_c")
