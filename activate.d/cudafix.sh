@@ -2,17 +2,13 @@
 # cudafix/render/shells/sh.py; docs/activation.md explains it.  Fast path: a fresh per-user cache
 # decided with builtins only.  Cold path: the env's own python computes and caches.
 # shellcheck shell=sh
-# restore what a previous cudafix activation changed (a value the user changed is kept)
-if [ -n "${_CUDAFIX_VARS-}" ]; then
-  _cudafix_l=$_CUDAFIX_VARS
-  while [ -n "$_cudafix_l" ]; do
-    _cudafix_n=${_cudafix_l%% *}
-    case $_cudafix_l in
-      *' '*) _cudafix_l=${_cudafix_l#* } ;;
-      *) _cudafix_l= ;;
-    esac
-    case $_cudafix_n in
-      ''|[0-9]*|*[!A-Za-z0-9_]*) continue ;;
+# restore what a previous cudafix activation changed (a value the user changed is kept); only
+# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
+if [ -n "${_CUDAFIX_VARS+s}" ]; then
+  for _cudafix_n in LD_LIBRARY_PATH CUDA_HOME CUDA_CACHE_DISABLE CUDA_CACHE_MAXSIZE PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF; do
+    case " $_CUDAFIX_VARS " in
+      *" $_cudafix_n "*) ;;
+      *) continue ;;
     esac
     _cudafix_o='' _cudafix_w='' _cudafix_c=''
     eval "_cudafix_o=\${_CUDAFIX_OLD_$_cudafix_n-} _cudafix_w=\${_CUDAFIX_NEW_$_cudafix_n-} _cudafix_c=\${$_cudafix_n+s:}\${$_cudafix_n-}"
@@ -25,7 +21,7 @@ if [ -n "${_CUDAFIX_VARS-}" ]; then
     fi
     unset "_CUDAFIX_OLD_$_cudafix_n" "_CUDAFIX_NEW_$_cudafix_n"
   done
-  unset _CUDAFIX_VARS _cudafix_l _cudafix_n _cudafix_o _cudafix_w _cudafix_c
+  unset _CUDAFIX_VARS _cudafix_n _cudafix_o _cudafix_w _cudafix_c
 fi
 if [ "${CUDAFIX_DISABLE-}" != 1 ] && [ -n "${CONDA_PREFIX-}" ]; then
   _cudafix_fresh=

@@ -77,11 +77,11 @@ def test_matrix_restores_exactly(shell, state, target, prefix, home, tmp_path):
     cr.set_findings(prefix, [
         _finding("cuda-home-mismatch", [EnvOp("set", "CUDA_HOME", value)], "set CUDA_HOME (matches torch 1.10.0+cu113)"),
         _finding("lib-shadowed", [EnvOp("remove-path", "LD_LIBRARY_PATH", "/usr/local/cuda-12.1/lib64")], scope="both"),
-        _finding("cvd-empty", [EnvOp("unset", "CUDA_VISIBLE_DEVICES")]),
+        _finding("jit-cache-disabled", [EnvOp("unset", "CUDA_CACHE_DISABLE")]),
         Finding(rule="other", severity="warning", message="advice only"),
     ])
     extra = {"LD_LIBRARY_PATH": "/usr/local/cuda-12.1/lib64:" + (STATES[state] or "/opt/a b")}
-    for name in ("CUDA_HOME", "CUDA_VISIBLE_DEVICES"):
+    for name in ("CUDA_HOME", "CUDA_CACHE_DISABLE"):
         if STATES[state] is not None:
             extra[name] = STATES[state]
     r = _replay(shell, prefix, tmp_path, cr.base_env(home, extra))
@@ -89,7 +89,7 @@ def test_matrix_restores_exactly(shell, state, target, prefix, home, tmp_path):
     _assert_clean(r, p)
     before, during, during2, after = envs["before"], envs["during"], envs["during2"], envs["after"]
     assert during[b"CUDA_HOME"] == value.encode()
-    assert b"CUDA_VISIBLE_DEVICES" not in during
+    assert b"CUDA_CACHE_DISABLE" not in during
     assert during[b"LD_LIBRARY_PATH"] == (STATES[state] or "/opt/a b").encode()
     assert during[b"OTHER_PKG_ACTIVE"] == b"1"  # the other package's activate.d script ran too
     assert during2 == during  # activating twice changes nothing more
@@ -98,7 +98,7 @@ def test_matrix_restores_exactly(shell, state, target, prefix, home, tmp_path):
     assert len(lines) == 2 and lines[0] == lines[1], lines  # one line per activation
     assert lines[0].startswith("cudafix: CUDA_HOME \u2192 ")
     assert "(matches torch 1.10.0+cu113)" in lines[0]
-    # with CUDA_VISIBLE_DEVICES unset the cvd-empty fix changes nothing: it stays a warning
+    # with CUDA_CACHE_DISABLE unset the jit-cache-disabled fix changes nothing: it stays a warning
     tail = "; 2 warnings" if state == "unset" else "; 1 warning"
     assert lines[0].endswith(tail + " \u2014 cudafix status")
 
@@ -275,7 +275,7 @@ def test_shellcheck_posix_clean_cache_file(tmp_path):
     from cudafix.render.shells import Guard, Plan, sh
 
     g = Guard(values=(("CUDA_HOME", None), ("LD_LIBRARY_PATH", HOSTILE)), newer=("/usr/local",), absent=("/nope",))
-    plan = Plan(changes=(("CUDA_HOME", HOSTILE), ("CUDA_VISIBLE_DEVICES", None)), summary="cudafix: x")
+    plan = Plan(changes=(("CUDA_HOME", HOSTILE), ("CUDA_CACHE_DISABLE", None)), summary="cudafix: x")
     f = tmp_path / "activate.sh"
     f.write_text(sh.cache(g, plan, "0"))
     p = subprocess.run([shutil.which("shellcheck") or "shellcheck", "-s", "sh", str(f)], capture_output=True, text=True)

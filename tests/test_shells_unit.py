@@ -110,15 +110,20 @@ def test_restored_env_matches_the_shells(tmp_path):
     env = {
         "PATH": "/usr/bin:/bin",
         "CUDA_HOME": "/new", "_CUDAFIX_OLD_CUDA_HOME": "s:/old", "_CUDAFIX_NEW_CUDA_HOME": "s:/new",
-        "CVD": "", "_CUDAFIX_OLD_CVD": "u", "_CUDAFIX_NEW_CVD": "s:",
-        "USERCHANGED": "mine", "_CUDAFIX_OLD_USERCHANGED": "s:orig", "_CUDAFIX_NEW_USERCHANGED": "s:ours",
-        "_CUDAFIX_OLD_GONE": "s:\n'x", "_CUDAFIX_NEW_GONE": "u",
-        "_CUDAFIX_VARS": "CUDA_HOME CVD USERCHANGED GONE BAD;NAME",
+        "CUDA_CACHE_DISABLE": "", "_CUDAFIX_OLD_CUDA_CACHE_DISABLE": "u", "_CUDAFIX_NEW_CUDA_CACHE_DISABLE": "s:",
+        "PYTORCH_CUDA_ALLOC_CONF": "mine", "_CUDAFIX_OLD_PYTORCH_CUDA_ALLOC_CONF": "s:orig",
+        "_CUDAFIX_NEW_PYTORCH_CUDA_ALLOC_CONF": "s:ours",
+        "_CUDAFIX_OLD_CUDA_CACHE_MAXSIZE": "s:\n'x", "_CUDAFIX_NEW_CUDA_CACHE_MAXSIZE": "u",
+        # listed, but not variables cudafix manages: left alone, backups included
+        "_CUDAFIX_OLD_PATH": "s:/evil", "_CUDAFIX_NEW_PATH": "s:/usr/bin:/bin",
+        "_CUDAFIX_VARS": "CUDA_HOME CUDA_CACHE_DISABLE PYTORCH_CUDA_ALLOC_CONF CUDA_CACHE_MAXSIZE PATH BAD;NAME",
     }
     want = activation.restored_env(env)
-    assert want["CUDA_HOME"] == "/old" and "CVD" not in want and want["USERCHANGED"] == "mine" and want["GONE"] == "\n'x"
-    assert not any(k.startswith("_CUDAFIX") for k in want)
-    for shell in ("dash", "fish", "tcsh"):
+    assert want["CUDA_HOME"] == "/old" and "CUDA_CACHE_DISABLE" not in want
+    assert want["PYTORCH_CUDA_ALLOC_CONF"] == "mine" and want["CUDA_CACHE_MAXSIZE"] == "\n'x"
+    assert want["PATH"] == "/usr/bin:/bin" and want["_CUDAFIX_OLD_PATH"] == "s:/evil"
+    assert sorted(k for k in want if k.startswith("_CUDAFIX")) == ["_CUDAFIX_NEW_PATH", "_CUDAFIX_OLD_PATH"]
+    for shell in ("dash", "bash", "zsh", "ash", "fish", "tcsh"):
         fam = cr.SHELLS[shell][1]
         f = tmp_path / ("d." + fam)
         f.write_text(shells.renderer(fam).deactivate() + "env -0\n")

@@ -22,10 +22,9 @@ MAX_CACHE_BYTES = 1 << 20
 WARNED_VAR = "CUDAFIX_WARNED"  # rule ids already warned about in this process tree
 LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")  # never changed in-process (docs/hook.md)
 
-# The variables whose value changes cudafix's verdicts (os.environ's bytes keys): what the probes
-# read (a test keeps this a superset of cudafix.probes.environment.VARIABLES), plus nvcc on PATH,
-# torch on PYTHONPATH, the JIT cache's default place and the what-if overrides.  The policy
-# variables (CUDAFIX_*) are not part of the fingerprint.
+# The variables whose value changes cudafix's verdicts (os.environ's bytes keys): the HOOK rows of
+# cudafix/knowledge/env_vars.py, kept a literal so that the hook imports nothing more (tests/test_env_vars.py
+# keeps the two equal).  The policy variables (CUDAFIX_*) are not part of the fingerprint.
 ENV_B = frozenset(b"""LD_LIBRARY_PATH LD_PRELOAD CUDA_HOME CUDA_PATH CUDA_ROOT CUDA_TOOLKIT_ROOT_DIR
 CUDACXX CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER CUDA_LAUNCH_BLOCKING CUDA_MODULE_LOADING
 CUDA_MODULE_DATA_LOADING CUDA_CACHE_DISABLE CUDA_CACHE_PATH CUDA_CACHE_MAXSIZE CUDA_FORCE_PTX_JIT

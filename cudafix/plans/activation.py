@@ -23,39 +23,16 @@ import sysconfig
 import time
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
+from cudafix.knowledge import env_vars
 from cudafix.render import shells
 from cudafix.store.fsutil import atomic_write
 from cudafix.model.fixes import EnvPatch
 from cudafix.render.shells import Guard, Plan
 
-# Variables the probes and rules read.  The cache is keyed on their exact values (unset, empty
-# and set are three different keys); the names in a snapshot's ``env`` and the names a plan
-# touches are added to these.
-KEY_VARS = (
-    "PATH",
-    "LD_LIBRARY_PATH",
-    "LD_PRELOAD",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "CUDA_ROOT",
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER",
-    "CUDA_CACHE_PATH",
-    "CUDA_CACHE_MAXSIZE",
-    "CUDA_CACHE_DISABLE",
-    "CUDA_FORCE_PTX_JIT",
-    "CUDA_DISABLE_PTX_JIT",
-    "CUDA_MODULE_LOADING",
-    "CUDA_LAUNCH_BLOCKING",
-    "CUDA_MPS_PIPE_DIRECTORY",
-    "NVIDIA_VISIBLE_DEVICES",
-    "PYTORCH_CUDA_ALLOC_CONF",
-    "PYTORCH_NVML_BASED_CUDA_CHECK",
-    "TORCH_CUDA_ARCH_LIST",
-    "CONDA_OVERRIDE_CUDA",
-    "HOME",
-    "XDG_CACHE_HOME",
-)
+# Variables the probes and rules read (the table's ACTIVATION rows, cudafix/knowledge/env_vars.py).
+# The cache is keyed on their exact values (unset, empty and set are three different keys); the
+# names in a snapshot's ``env`` and the names a plan touches are added to these.
+KEY_VARS = env_vars.names(env_vars.ACTIVATION)
 
 # Files and directories whose change may change the plan (mtime of a directory changes when an
 # entry is added, removed or renamed: a conda / pip (un)install, a toolkit added, a relinked
@@ -74,8 +51,9 @@ def restored_env(env: Mapping[str, str]) -> Dict[str, str]:
     names = out.get("_CUDAFIX_VARS")
     if names is None:
         return out
-    for name in names.split(" "):
-        if not name or not shells.NAME_RE.match(name):
+    listed = set(names.split(" "))
+    for name in shells.MANAGED:  # only the managed variables, whatever _CUDAFIX_VARS lists
+        if name not in listed:
             continue
         old = out.get("_CUDAFIX_OLD_" + name, "")
         new = out.get("_CUDAFIX_NEW_" + name, "")
@@ -347,6 +325,19 @@ def render_activate(shell: str, environ: Optional[Mapping[str, str]] = None, wri
     return mod.activate(plan)
 
 
+def write_private_dir(text: str, name: str) -> str:
+    """Write ``text`` to ``name`` in a new private directory (mkdtemp: 0700, unpredictable name)
+    and return the directory.  csh's cold path sources the file and removes both: csh cannot eval
+    multi-line code, and this works where no cache can be written (HOME unset, cache unwritable)."""
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="cudafix-activate-")
+    fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(text.encode("utf-8", "surrogateescape"))
+    return d
+
+
 def render_deactivate(shell: str) -> str:
     return shells.renderer(shell).deactivate()
 
@@ -360,7 +351,9 @@ def _version() -> str:
 # -- `python -m cudafix shell ...` without click (the cold path of every activation) ------------
 
 def fast_main(argv: Sequence[str]) -> Optional[int]:
-    """Handle exactly `shell --shell S --activate|--deactivate [--write-cache]` (any order).
+    """Handle exactly `shell --shell S --activate|--deactivate [--write-cache] [--print-dir]` (any
+    order).  With --print-dir (csh's cold path) the code goes to a private file
+    (:func:`write_private_dir`) and stdout holds only that file's directory.
 
     Returns None for anything else, which then goes to the click CLI (help, errors).  Importing
     click and every command costs ~50 ms on the activation cold path; this skips it.
@@ -372,6 +365,7 @@ def fast_main(argv: Sequence[str]) -> Optional[int]:
     shell = None
     action = None
     write = False
+    to_dir = False
     i = 0
     while i < len(rest):
         a = rest[i]
@@ -385,12 +379,16 @@ def fast_main(argv: Sequence[str]) -> Optional[int]:
             action = a[2:]
         elif a == "--write-cache":
             write = True
+        elif a == "--print-dir":
+            to_dir = True
         else:
             return None
         i += 1
     if shell not in shells.SHELL_FAMILY or action is None:
         return None
     text = render_activate(shell, write=write) if action == "activate" else render_deactivate(shell)
+    if to_dir:
+        text = write_private_dir(text, "activate." + shells.renderer(shell).EXT) + "\n"
     out = getattr(sys.stdout, "buffer", None)
     if out is None:
         sys.stdout.write(text)

@@ -9,30 +9,14 @@ from __future__ import annotations
 import os
 from typing import Dict, Mapping, Optional, Tuple
 
+from cudafix.knowledge import env_vars
 from cudafix.model.snapshot import JitCache
 
-# Variables read by the CUDA driver/runtime (NVIDIA "CUDA Environment Variables",
-# https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html), by torch
-# (https://docs.pytorch.org/docs/stable/cuda_environment_variables.html), by the dynamic loader, and by conda activation.
-VARIABLES = (
-    "LD_LIBRARY_PATH", "LD_PRELOAD",
-    "CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDA_TOOLKIT_ROOT_DIR", "CUDACXX",
-    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-    "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_MODULE_DATA_LOADING",
-    "CUDA_CACHE_DISABLE", "CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE",
-    "CUDA_FORCE_PTX_JIT", "CUDA_FORCE_JIT", "CUDA_DISABLE_PTX_JIT", "CUDA_DISABLE_JIT",
-    "CUDA_FORCE_PRELOAD_LIBRARIES", "CUDA_MANAGED_FORCE_DEVICE_ALLOC",
-    "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_DEVICE_MAX_COPY_CONNECTIONS", "CUDA_LOG_FILE",
-    "CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY",
-    "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF",
-    "PYTORCH_NVML_BASED_CUDA_CHECK", "PYTORCH_NO_CUDA_MEMORY_CACHING",
-    "TORCH_CUDA_ARCH_LIST", "TORCH_USE_CUDA_DSA", "TORCH_USE_RTLD_GLOBAL", "TORCH_EXTENSIONS_DIR",
-    "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_LIBCUDA_PATH",
-    "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-    "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "CONDA_SHLVL", "CONDA_OVERRIDE_CUDA", "VIRTUAL_ENV",
-)
+# Variables read by the CUDA driver/runtime, by torch, by the dynamic loader, and by conda
+# activation: the table's PROBE rows (cudafix/knowledge/env_vars.py, each row cited).
+VARIABLES = env_vars.names(env_vars.PROBE)
 # Any other variable with these prefixes is recorded too (CUDA reads more than it documents).
-PREFIXES = ("CUDA_", "CUDAFIX_", "PYTORCH_CUDA_", "NCCL_")  # NCCL_*: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+PREFIXES = env_vars.PROBE_PREFIXES
 
 # CUDA_CACHE_MAXSIZE (NVIDIA "CUDA Environment Variables", https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html):
 # maximum 4294967296 (4 GiB) in every edition.  Default: 268435456 (256 MiB) in the older

@@ -14,9 +14,9 @@ and renders the same protocol (docs/activation.md):
 - restoring (deactivation, and the first step of every activation) puts NAME back to its old
   state only when it still holds what cudafix set; a value the user changed is kept.
 
-Values are always quoted by the shell's own rules; variable names are checked against
-``NAME_RE`` before they reach any shell, and the restore code revalidates every name it reads
-from ``_CUDAFIX_VARS`` before it uses it.  No value is ever evaluated as code.
+Values are always quoted by the shell's own rules; a plan holds only :data:`MANAGED` names, and
+the restore code walks that fixed list (compiled in), using ``_CUDAFIX_VARS`` only to ask whether
+a managed name is listed.  No value is ever evaluated as code.
 """
 
 from __future__ import annotations
@@ -25,13 +25,15 @@ import dataclasses
 import re
 from typing import Optional, Sequence, Tuple
 
+from cudafix.knowledge import env_vars
+
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-# Variables activation never manages: conda / the shell own them, or cudafix's own protocol.
-# (PATH: conda strips the env's bin from it before deactivate.d runs, so a whole-value restore
-# could not tell a user change from conda's own.)
-RESERVED = frozenset({"PATH", "HOME", "SHELL", "PWD", "OLDPWD", "IFS", "PS1", "PS2", "PS4", "ENV", "USER", "TERM"})
-RESERVED_PREFIXES = ("CONDA_", "_CUDAFIX", "_CONDA", "CUDAFIX_", "BASH", "ZSH", "FISH", "_")
+# The only variables activation may set / unset and deactivation may restore: the table's managed
+# rows (cudafix/knowledge/env_vars.py).  The restore code has this list compiled in and never takes
+# a name from the environment, so a parent environment's _CUDAFIX_VARS cannot make it touch PATH,
+# LD_PRELOAD, a read-only variable (UID, EUID) or anything else (docs/security-activation.md).
+MANAGED = env_vars.MANAGED
 
 # Format of the cache files: the static activate scripts only accept a cache of this format.
 CACHE_FORMAT = "1"
@@ -42,9 +44,7 @@ SHELL_FAMILY = {"sh": "sh", "bash": "sh", "zsh": "sh", "dash": "sh", "ash": "sh"
 
 def manageable(name: str) -> bool:
     """Whether activation may set / unset / back up this variable."""
-    if not NAME_RE.match(name) or name in RESERVED:
-        return False
-    return not name.startswith(RESERVED_PREFIXES)
+    return name in MANAGED
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,3 +106,11 @@ def renderer(shell: str):
 
 def names_of(changes: Sequence[Tuple[str, Optional[str]]]) -> str:
     return " ".join(n for n, _v in changes)
+
+
+def managed_words() -> str:
+    """The managed names, space separated, as the restore code of every shell lists them."""
+    for name in MANAGED:  # compiled into shell code: must be a plain name
+        if not NAME_RE.match(name):
+            raise ValueError("bad managed variable name %r" % name)
+    return " ".join(MANAGED)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from cudafix.render.shells import CACHE_FORMAT, Guard, Plan, encode_state, names_of, one_line
+from cudafix.render.shells import CACHE_FORMAT, Guard, Plan, encode_state, managed_words, names_of, one_line
 
 EXT = "fish"
 
@@ -22,10 +22,12 @@ def quote(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-RESTORE = r"""# restore what a previous cudafix activation changed (a value the user changed is kept)
+RESTORE = r"""# restore what a previous cudafix activation changed (a value the user changed is kept); only
+# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
 if set -q _CUDAFIX_VARS
-    for _cudafix_n in (string split -- ' ' "$_CUDAFIX_VARS")
-        string match -qr -- '^[A-Za-z_][A-Za-z0-9_]*$' "$_cudafix_n"; or continue
+    set -l _cudafix_l (string split -- ' ' "$_CUDAFIX_VARS")
+    for _cudafix_n in @MANAGED@
+        contains -- $_cudafix_n $_cudafix_l; or continue
         set -l _cudafix_ov _CUDAFIX_OLD_$_cudafix_n
         set -l _cudafix_wv _CUDAFIX_NEW_$_cudafix_n
         set -l _cudafix_o ''
@@ -50,7 +52,7 @@ if set -q _CUDAFIX_VARS
     set -e _cudafix_n
     set -e _CUDAFIX_VARS
 end
-"""
+""".replace("@MANAGED@", managed_words())
 
 
 def restore() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from cudafix.render.shells import CACHE_FORMAT, Guard, Plan, encode_state, names_of, one_line
+from cudafix.render.shells import CACHE_FORMAT, Guard, Plan, encode_state, managed_words, names_of, one_line
 
 EXT = "sh"
 
@@ -23,17 +23,13 @@ def _state_expr(name: str) -> str:
     return "${%s+s:}${%s-}" % (name, name)
 
 
-RESTORE = r"""# restore what a previous cudafix activation changed (a value the user changed is kept)
-if [ -n "${_CUDAFIX_VARS-}" ]; then
-  _cudafix_l=$_CUDAFIX_VARS
-  while [ -n "$_cudafix_l" ]; do
-    _cudafix_n=${_cudafix_l%% *}
-    case $_cudafix_l in
-      *' '*) _cudafix_l=${_cudafix_l#* } ;;
-      *) _cudafix_l= ;;
-    esac
-    case $_cudafix_n in
-      ''|[0-9]*|*[!A-Za-z0-9_]*) continue ;;
+RESTORE = r"""# restore what a previous cudafix activation changed (a value the user changed is kept); only
+# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
+if [ -n "${_CUDAFIX_VARS+s}" ]; then
+  for _cudafix_n in @MANAGED@; do
+    case " $_CUDAFIX_VARS " in
+      *" $_cudafix_n "*) ;;
+      *) continue ;;
     esac
     _cudafix_o='' _cudafix_w='' _cudafix_c=''
     eval "_cudafix_o=\${_CUDAFIX_OLD_$_cudafix_n-} _cudafix_w=\${_CUDAFIX_NEW_$_cudafix_n-} _cudafix_c=\${$_cudafix_n+s:}\${$_cudafix_n-}"
@@ -46,9 +42,9 @@ if [ -n "${_CUDAFIX_VARS-}" ]; then
     fi
     unset "_CUDAFIX_OLD_$_cudafix_n" "_CUDAFIX_NEW_$_cudafix_n"
   done
-  unset _CUDAFIX_VARS _cudafix_l _cudafix_n _cudafix_o _cudafix_w _cudafix_c
+  unset _CUDAFIX_VARS _cudafix_n _cudafix_o _cudafix_w _cudafix_c
 fi
-"""
+""".replace("@MANAGED@", managed_words())
 
 
 def restore() -> str:

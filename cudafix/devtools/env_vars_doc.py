@@ -1,0 +1,79 @@
+"""Generate docs/env-vars.md from the variable table (cudafix/knowledge/env_vars.py).
+
+    python -m cudafix.devtools.env_vars_doc            # rewrite docs/env-vars.md
+    python -m cudafix.devtools.env_vars_doc --check    # exit 1 if docs/env-vars.md is out of date
+
+tests/test_env_vars.py fails when the committed file differs from what this prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional, Sequence
+
+from cudafix.knowledge import env_vars
+
+HEADER = """# Environment variables cudafix reads
+
+Generated from `cudafix/knowledge/env_vars.py` by `python -m cudafix.devtools.env_vars_doc`; do not
+edit by hand.
+
+Readers:
+
+- **probe**: recorded in the snapshot (`cudafix snapshot`, the `env` field); any other variable
+  starting with %s is recorded too.
+- **hook**: part of the startup hook's fingerprint: a change makes the hook recompute at the next
+  `import torch` (docs/hook.md).
+- **activation**: part of the activation cache's key: a change makes the next `conda activate`
+  recompute (docs/activation.md).
+
+**Managed** variables are the only ones an activation may set or unset and a deactivation may
+restore; their names are compiled into the activate.d / deactivate.d scripts
+(docs/security-activation.md).
+"""
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render() -> str:
+    lines: List[str] = [HEADER % ", ".join("`%s`" % p for p in env_vars.PROBE_PREFIXES)]
+    lines.append("| variable | read by | managed | why | source |")
+    lines.append("| --- | --- | --- | --- | --- |")
+    for v in env_vars.TABLE:
+        lines.append("| `%s` | %s | %s | %s | %s |" % (
+            v.name, ", ".join(v.readers), "yes" if v.managed else "", _md(v.why), _md(v.source)))
+    return "\n".join(lines) + "\n"
+
+
+def default_path() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "docs", "env-vars.md")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m cudafix.devtools.env_vars_doc", description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
+    ap.add_argument("--output", default=default_path())
+    args = ap.parse_args(argv)
+    text = render()
+    if args.check:
+        try:
+            with open(args.output, encoding="utf-8") as fh:
+                current = fh.read()
+        except OSError:
+            current = None
+        if current != text:
+            print("%s is out of date: run python -m cudafix.devtools.env_vars_doc" % args.output, file=sys.stderr)
+            return 1
+        return 0
+    with open(args.output, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
