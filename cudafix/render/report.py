@@ -403,7 +403,7 @@ def fix_lines(fix: Fix) -> List[str]:
         return lines
     for op in fix.env.ops:
         if op.op == SET:
-            if "%s=%s" % (op.name, op.value or "") not in fix.summary:
+            if not (op.name in fix.summary and (op.value or "") in fix.summary):  # said once
                 lines.append("  sets %s to %s" % (op.name, shell_value(op.value or "")))
         elif op.op == UNSET:
             lines.append("  unsets %s" % op.name)
