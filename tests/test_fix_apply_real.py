@@ -26,11 +26,9 @@ def _pip(python: pathlib.Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(python), "-m", "pip", *args], capture_output=True, text=True, timeout=900, env=CLEAN_ENV)
 
 
-@pytest.fixture(scope="module")
-def mismatched_venv(tmp_path_factory, torch_cu_python) -> pathlib.Path:
+def _make_mismatched(root: pathlib.Path, torch_cu_python: pathlib.Path) -> pathlib.Path:
     base = subprocess.run([str(torch_cu_python), "-c", "import sys; print(sys._base_executable)"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    root = tmp_path_factory.mktemp("fix") / "tv-mismatch"
     subprocess.run([base, "-m", "venv", str(root)], check=True, timeout=300)
     py = root / "bin" / "python"
     site = venv_site_packages(py)
@@ -39,6 +37,36 @@ def mismatched_venv(tmp_path_factory, torch_cu_python) -> pathlib.Path:
     if res.returncode != 0:
         pytest.fail("cannot install torchvision 0.28.0 from PyPI: %s" % res.stderr[-2000:])
     return py
+
+
+@pytest.fixture(scope="module")
+def mismatched_venv(tmp_path_factory, torch_cu_python) -> pathlib.Path:
+    return _make_mismatched(tmp_path_factory.mktemp("fix") / "tv-mismatch", torch_cu_python)
+
+
+def _tv_dists(py: pathlib.Path):
+    return sorted(p.name for p in venv_site_packages(py).glob("torchvision-*.dist-info"))
+
+
+def test_declined_or_failing_apply_changes_nothing(tmp_path, torch_cu_python):
+    py = _make_mismatched(tmp_path / "tv-fail", torch_cu_python)
+    dev = pathlib.Path(sys.executable)
+    # declined at the prompt: nothing runs
+    no = subprocess.run([str(dev), "-m", "cudafix", "fix", "--python", str(py), "--apply"], input="n\n", capture_output=True,
+                        text=True, env=dict(CLEAN_ENV, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent)), timeout=600)
+    assert no.returncode == 1 and "cudafix: fix: nothing changed" in no.stderr and "[1/" not in no.stdout
+    # pip cannot find the wheel (an offline machine: no index, an empty find-links dir): the step
+    # fails, cudafix says so, and the env is as before (pip never got to uninstall anything)
+    empty = tmp_path / "no-wheels"
+    empty.mkdir()
+    offline = dict(CLEAN_ENV, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(empty))
+    before = _tv_dists(py)
+    res = run_cudafix(dev, "fix", "--python", str(py), "--apply", "--yes", env=offline, timeout=600)
+    assert res.returncode == 1, res.stdout[-2000:]
+    assert "cudafix: fix: step 1 exited 1: %s -m pip install" % py in res.stdout
+    assert "ERROR: Cannot install torchvision==0.29.1" in res.stderr  # pip's own words, streamed through
+    assert "after:  error torchvision-mismatch" in res.stdout
+    assert _tv_dists(py) == before == ["torchvision-0.28.0.dist-info"]
 
 
 def _import_torchvision(py: pathlib.Path) -> subprocess.CompletedProcess:
@@ -87,3 +115,20 @@ def test_fix_refuses_what_if_and_driver_upgrades(torch_cu_python):
     assert old.returncode == 0
     assert "blocked upgrade the NVIDIA driver to >= 520.61.05 (CUDA 11.8)" in old.stdout
     assert " -m pip install" not in old.stdout
+
+
+def test_fix_on_a_healthy_env_has_nothing_to_do_and_json(torch_cpu_python):
+    dev = pathlib.Path(sys.executable)
+    res = run_cudafix(dev, "fix", "--python", str(torch_cpu_python), "--apply", "--yes", env=CLEAN_ENV)
+    assert res.returncode == 0, res.stderr
+    assert "nothing to do" in res.stdout and "[1/" not in res.stdout
+    doc = run_cudafix(dev, "fix", "--python", str(torch_cpu_python), "--assume-driver", "580.95.05", "--assume-gpu", "NVIDIA H200",
+                      "--json", env=CLEAN_ENV)
+    import json
+
+    plan = json.loads(doc.stdout)
+    assert plan["schema"] == "cudafix.plan/1"
+    p = plan["plan"]
+    assert p["target"] == "torch 2.13.0+cu130" and p["owner"] == "pip"
+    assert p["steps"][0]["argv"] == [str(torch_cpu_python), "-m", "pip", "install", "torch==2.13.0+cu130",
+                                     "--index-url", "https://download.pytorch.org/whl/cu130"]
