@@ -70,6 +70,13 @@ class Candidate:
         return "torch %s+%s" % (self.torch, self.variant)
 
 
+def _public(source: str) -> str:
+    """A row's source as users read it: the public references only (the team's research-note
+    pointers stay in the table for maintainers)."""
+    parts = [p.strip() for p in source.split(";") if p.strip() and not p.strip().startswith("shared/")]
+    return "; ".join(parts) or "cudafix's release table"
+
+
 def driver_mode(variant_cuda: str, driver_cuda: Optional[int], driver_version: Optional[str]) -> Optional[str]:
     """NATIVE | MINOR_COMPAT | NO_DRIVER, or None when the driver cannot run that CUDA."""
     if driver_cuda is None:
@@ -129,9 +136,9 @@ def candidate(torch_v: str, variant: str, driver_cuda: Optional[int], driver_ver
     for cc, kind, entry in fits:
         ev.append("compute capability %s runs the wheel's %s %s (arch list %s)" % (cc, entry, "SASS" if kind == "sass" else "PTX through the JIT", row.arch_list))
     if row.status not in ("primary", "derived"):
-        notes.append("arch list of torch %s %s is %s: %s" % (torch_v, variant, row.status, row.note or row.source))
+        notes.append("arch list of torch %s %s is %s: %s" % (torch_v, variant, row.status, _public(row.note or row.source)))
     if rel.latest_status not in ("primary", "derived") and torch_v == rel.latest:
-        notes.append("torch %s / torchvision %s: %s (%s)" % (rel.latest, rel.torchvision_latest, rel.latest_status, rel.note or rel.source))
+        notes.append("torch %s / torchvision %s: %s (%s)" % (rel.latest, rel.torchvision_latest, rel.latest_status, _public(rel.note or rel.source)))
     return Candidate(torch_v, variant, mode, row.arch_list, fits, tuple(ev), tuple(notes), distance)
 
 

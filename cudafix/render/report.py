@@ -542,7 +542,18 @@ def status_document(snap: Snapshot, runs: Sequence[RuleRun]) -> Dict[str, Any]:
         "findings": [f.to_dict() for f in sorted_findings(runs)],
         "unknown": unknowns(runs),
         "verdicts": {r.rule.id: r.verdict for r in runs},
+        "plan": _plan_dict(snap, runs),
     }
+
+
+def _plan_dict(snap: Snapshot, runs: Sequence[RuleRun]) -> Optional[Dict[str, Any]]:
+    """The `cudafix fix` plan as data (None if it could not be made)."""
+    try:
+        from cudafix.plans.planner import make_plan
+
+        return make_plan(snap, runs).to_dict()
+    except Exception:  # the plan must never take the report down
+        return None
 
 
 def render_rule_list(rules: Sequence[Rule], color: bool = False) -> str:
