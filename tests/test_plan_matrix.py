@@ -168,6 +168,12 @@ def test_named_cases_from_the_issue(installed_sets):
     p = plan("cu124+audio", "580.95.05", "NVIDIA GeForce RTX 5090")
     assert "torchaudio" in [c.name for c in p.changes]
     assert version_tuple(p.target.split()[1]) <= (2, 11, 1)
+    # GTX 1080 Ti (sm_61) + a CUDA 12.8 driver: not the cu128 build uv's --torch-backend=auto picks
+    # (astral-sh/uv#14742: no sm_61 code), a build with sm_60 SASS
+    p = plan("cu130", "570.86.10", "NVIDIA GeForce GTX 1080 Ti")
+    variant = p.target.split("+")[1]
+    assert arch.fit(tb.wheel_arch_list(p.target.split()[1].split("+")[0], variant)[0], [], "6.1") == ("sass", "sm_60")
+    assert variant == "cu126"
     # an RTX 5090 on a CUDA 12.4 driver: no torch helps, the driver must be upgraded first
     p = plan("cu124", "550.54.14", "NVIDIA GeForce RTX 5090")
     assert p.target is None and driver_gap(12040, ["12.0"]) and p.blockers[0].startswith("upgrade the NVIDIA driver to >= ")
