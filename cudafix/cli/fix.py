@@ -20,7 +20,7 @@ from typing import Any, List, Optional, Sequence
 
 import click
 
-from cudafix.cli.report import EXIT_OK, EXIT_USAGE, analyse, emit, guarded, load_snapshot, source_options
+from cudafix.cli.report import EXIT_OK, analyse, emit, guarded, load_snapshot, source_options
 from cudafix.model.findings import ERROR, WARNING, RuleRun
 
 EXIT_FAILED = 1  # a step failed, the user declined, or the re-check still finds torch problems

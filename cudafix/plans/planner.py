@@ -15,16 +15,29 @@ keeps the other findings' commands and shell lines once each.
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from cudafix.knowledge import cuda_driver, version_tuple
 from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge import torch_builds as tb
 from cudafix.model.findings import ERROR, WARNING, Finding, RuleRun
-from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
 from cudafix.model.snapshot import Snapshot
 from cudafix.plans import remedy, simulate
+from cudafix.plans.commands import (  # noqa: F401  (step kinds re-exported: part of the plan API)
+    DRIVER,
+    INSTALL,
+    OTHER,
+    SHELL,
+    UNINSTALL,
+    Step,
+    plain_version,
+    conda_steps,
+    env_line,
+    installed_companions,
+    owner_of,
+    pip_steps,
+    stale_nvidia,
+)
 
 # The rules a torch (and companions) change answers: the plan's target must leave none of them
 # with an error or a warning.
@@ -38,11 +51,6 @@ CONSEQUENCES = ("cuda-home-mismatch",)
 MAX_TRIED = 80  # candidates simulated at most (there are ~60 release x variant rows)
 POINTER = "cudafix fix"  # rules point here instead of printing install commands themselves
 
-INSTALL = "install"
-UNINSTALL = "uninstall"
-SHELL = "shell"
-DRIVER = "driver"
-OTHER = "other"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,18 +60,6 @@ class Change:
     name: str
     before: Optional[str]
     after: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    """One thing to run, in order.  ``argv`` empty: advice only (a shell line, a driver upgrade)."""
-
-    kind: str  # INSTALL | UNINSTALL | SHELL | DRIVER | OTHER
-    text: str  # the exact line to run, as printed
-    argv: Tuple[str, ...] = ()
-    shell: str = ""  # SHELL steps: the shells the line is valid in
-    root: bool = False  # needs root / sudo
-    why: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,14 +93,6 @@ class Plan:
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def _q(argv: Sequence[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
-
-
-def _base(v: Optional[str]) -> str:
-    return (v or "").split("+", 1)[0].strip()
 
 
 def _variant_of(t) -> Optional[str]:
@@ -151,135 +139,15 @@ def _run(snap: Snapshot, rule_ids: Sequence[str]) -> List[RuleRun]:
 # -- companions and commands ------------------------------------------------------------------
 
 
-def _installed_companions(snap: Snapshot) -> List[Tuple[str, str]]:
-    """(name, installed version) of torchvision and every other torch-pinned add-on."""
-    out: List[Tuple[str, str]] = []
-    if snap.torchvision:
-        tv = snap.torchvision[0]
-        out.append(("torchvision", tv.version or tv.dist.version))
-    for d in getattr(snap, "torch_pinned", []) or []:
-        out.append((d.name, d.version))
-    return out
-
-
 def _companions_for(snap: Snapshot, torch_v: str) -> Tuple[Dict[str, str], Optional[str]]:
     """{name: version built for torch_v}, or (partial, why) when one has no known release."""
     want: Dict[str, str] = {}
-    for name, _have in _installed_companions(snap):
+    for name, _have in installed_companions(snap):
         v = tb.companion_for(name, torch_v)
         if v is None:
             return want, "%s has no release for torch %s that cudafix knows of" % (name, torch_v)
         want[name] = v
     return want, None
-
-
-def _owner(snap: Snapshot) -> str:
-    t = snap.primary_torch
-    if t is not None and t.dist.origin == "conda" and snap.python.conda_prefix:
-        return "conda"
-    return "pip"
-
-
-# cuda-toolkit's extras -> the wheel each pulls in (NVIDIA's cuda-toolkit metapackage on PyPI)
-_TOOLKIT_EXTRAS = {"cudart": "nvidia-cuda-runtime", "cupti": "nvidia-cuda-cupti", "nvrtc": "nvidia-cuda-nvrtc"}
-
-
-def _stale_nvidia(snap: Snapshot, variant: str) -> List[str]:
-    """pip nvidia-* wheels the installed torch requires for another CUDA major than the target's:
-    pip leaves them behind, and two majors in one env is its own problem (mixed-cuda-sources)."""
-    t = snap.primary_torch
-    if t is None or not t.cuda or variant == "cpu" or _owner(snap) != "pip":
-        return []
-    old_major = version_tuple(t.cuda)[0]
-    if version_tuple(tb.variant_cuda(variant))[0] == old_major:
-        return []
-    import re
-
-    required = set()
-    for req in t.dist.requires:
-        if ";" in req and "extra" in req.split(";", 1)[1]:
-            continue
-        m = re.match(r"^\s*(nvidia-[A-Za-z0-9_.-]+|cuda-toolkit|cuda-bindings)\s*(\[([^\]]*)\])?", req)
-        if not m:
-            continue
-        required.add(re.sub(r"[-_.]+", "-", m.group(1)).lower())
-        # cuda-toolkit[cublas,cudart,...] (torch >= 2.14 wheels) pulls nvidia-<component> wheels
-        for extra in (m.group(3) or "").split(","):
-            extra = extra.strip().lower()
-            if extra:
-                required.add(_TOOLKIT_EXTRAS.get(extra, "nvidia-" + extra))
-    return sorted(d.name for d in snap.toolkits.nvidia_wheels if d.name in required)
-
-
-def _pip_steps(snap: Snapshot, torch_v: str, variant: str, comps: Dict[str, str], torch_changes: bool,
-               uninstall: Sequence[str]) -> Tuple[List[Step], List[str]]:
-    py = snap.python.executable or "python"
-    rel = tb.release(torch_v)
-    t = snap.primary_torch
-    notes: List[str] = []
-    installed = {"torch": (t.version or t.dist.version) if t else None}
-    installed.update(dict(_installed_companions(snap)))
-    # PyPI serves the release's default CUDA variant (Linux x86_64) under the plain version: the
-    # install pytorch.org prints for it has no index.  A same-version switch needs the local pin,
-    # which only the PyTorch index has (PEP 440: `==2.13.0` is met by an installed 2.13.0+cpu).
-    same_base_switch = any(_base(installed.get(n)) == _base(v) and installed.get(n) != v and
-                           (n != "torch" or torch_changes)
-                           for n, v in [("torch", torch_v)] + list(comps.items()))
-    pypi = (rel is not None and variant == rel.pypi_default and snap.python.platform in ("", "linux-x86_64")
-            and not same_base_switch)
-    specs: List[str] = []
-    for name, v in [("torch", torch_v)] + sorted(comps.items()):
-        changes = name != "torch" or torch_changes
-        if pypi or not changes:
-            specs.append("%s==%s" % (name, v))  # unchanged torch: plain pin, met by the installed build
-        else:
-            specs.append("%s==%s+%s" % (name, v, variant))
-    style = rel.pip_style if rel else "index"
-    if pypi:
-        extra: List[str] = []
-        notes.append("%s is the build PyPI serves for torch %s on Linux x86_64 (its default CUDA variant): "
-                     "plain pip, no extra index" % (variant, torch_v))
-    elif style == "find-links":
-        extra = ["-f", tb.INDEX_BASE + "torch_stable.html"]
-    elif style == "extra-index":
-        extra = ["--extra-index-url", tb.index_url(variant)]
-    else:
-        extra = ["--index-url", tb.index_url(variant)]
-    argv = (py, "-m", "pip", "install") + tuple(specs) + tuple(extra)
-    steps = [Step(INSTALL, _q(argv), argv, why="install %s" % ", ".join(specs))]
-    if uninstall:
-        u = (py, "-m", "pip", "uninstall", "-y") + tuple(uninstall)
-        steps.append(Step(UNINSTALL, _q(u), u, why="the CUDA %s libraries of the replaced torch (pip leaves them behind)"
-                          % version_tuple(t.cuda)[0] if t and t.cuda else ""))
-    return steps, notes
-
-
-def _conda_steps(snap: Snapshot, torch_v: str, variant: str, comps: Dict[str, str]) -> Tuple[List[Step], List[str]]:
-    prefix = snap.python.conda_prefix or ""
-    rel = tb.release(torch_v)
-    t = snap.primary_torch
-    channel = (t.dist.conda_channel or "") if t else ""
-    cuda = None if variant == "cpu" else tb.variant_cuda(variant)
-    specs = ["pytorch==%s" % torch_v] + ["%s==%s" % (n, v) for n, v in sorted(comps.items())]
-    notes: List[str] = []
-    cv = tb.conda_variant(torch_v, cuda) if cuda else None
-    if rel is not None and rel.pytorch_channel and "conda-forge" not in channel and (cuda is None or cv is not None):
-        if cuda is None:
-            specs += ["cpuonly"]
-            chans = ["pytorch"]
-        else:
-            specs += ["%s=%s" % (cv.package, cv.cuda)]
-            chans = list(cv.channels)
-        argv = ("conda", "install", "-p", prefix) + tuple(specs) + tuple(x for c in chans for x in ("-c", c))
-    else:
-        # conda-forge: the CUDA build is chosen by the build string and the cuda-version pin.
-        specs[0] = "pytorch=%s=%s*" % (torch_v, "cuda" if cuda else "cpu")
-        if cuda:
-            specs.append("cuda-version=%s" % cuda)
-        argv = ("conda", "install", "-p", prefix, "-c", "conda-forge") + tuple(specs)
-        notes.append("conda-forge builds its own pytorch: which versions and CUDA builds it has, and their arch "
-                     "lists, are not in cudafix's table (unconfirmed); conda refuses the command if the build does not exist")
-    return [Step(INSTALL, _q(argv), argv, why="install " + ", ".join(specs))], notes
 
 
 # -- choosing the target ----------------------------------------------------------------------
@@ -307,7 +175,7 @@ def _choose(snap: Snapshot, runs: Sequence[RuleRun]):
     driver_present = bool(snap.driver.kernel_version or snap.driver.libcuda_path or "driver" in snap.assumed)
     want_cuda = bool(snap.visible_gpus()) and driver_present
     py = snap.python.version or ""
-    cur = _base(t.version or t.dist.version) if t else None
+    cur = plain_version(t.version or t.dist.version) if t else None
     cur_variant = _variant_of(t)
     ids = tuple(TORCH_RULES) + tuple(r.rule.id for r in runs if r.rule.id not in TORCH_RULES)
     cands: List[remedy.Candidate] = []
@@ -318,13 +186,13 @@ def _choose(snap: Snapshot, runs: Sequence[RuleRun]):
     cands += [c for c in remedy.candidates(dcuda, ccs, py, cur, t.cuda if t else None, dver, want_cuda=want_cuda)
               if not (c.torch == cur and c.variant == cur_variant)]
     skipped: List[str] = []
-    owner = _owner(snap)
+    owner = owner_of(snap)
     for c in cands[:MAX_TRIED]:
         comps, why = _companions_for(snap, c.torch)
         if why:
             skipped.append("%s: %s" % (c.label, why))
             continue
-        uninstall = _stale_nvidia(snap, c.variant)
+        uninstall = stale_nvidia(snap, c.variant)
         sim = simulate.apply_target(snap, c.torch, c.variant, comps, uninstall, owner=owner)
         after = _run(sim, ids)
         flagged = _clean(runs, after)
@@ -360,21 +228,6 @@ def _blocker(snap: Snapshot) -> Tuple[str, Optional[Step]]:
 # -- the plan ---------------------------------------------------------------------------------
 
 
-def _env_line(op) -> Optional[str]:
-    """An env edit as one POSIX-shell line (sh, bash, zsh, dash)."""
-    if not shlex.quote(op.name) == op.name:
-        return None
-    if op.op == SET:
-        return "export %s=%s" % (op.name, shlex.quote(op.value or ""))
-    if op.op == UNSET:
-        return "unset %s" % op.name
-    if op.op == PREPEND_PATH:
-        return 'export %s=%s"${%s:+:$%s}"' % (op.name, shlex.quote(op.value or ""), op.name, op.name)
-    if op.op == REMOVE_PATH:
-        return None  # no portable one-liner; cudafix applies these itself (auto fixes)
-    return None
-
-
 def _other_steps(findings: Sequence[Finding]) -> Tuple[List[Step], List[str], List[str]]:
     """Steps of the findings the torch change does not answer (deduped), the safe fixes cudafix
     applies by itself, and the findings left with no step."""
@@ -396,7 +249,7 @@ def _other_steps(findings: Sequence[Finding]) -> Tuple[List[Step], List[str], Li
             continue
         produced = False
         for op in fix.env.ops:
-            line = _env_line(op)
+            line = env_line(op)
             if line and line not in seen:
                 seen.add(line)
                 steps.append(Step(SHELL, line, shell="sh, bash, zsh", why="%s: %s" % (f.rule, fix.summary)))
@@ -449,22 +302,22 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
             blockers.append(text)
             unresolved = ["%s: %s" % (f.rule, f.message) for f in torch_fs] + unresolved
         else:
-            owner = _owner(snap)
+            owner = owner_of(snap)
             cur_label = t.version or t.dist.version
-            torch_changes = not (_base(cur_label) == c.torch and _variant_of(t) == c.variant)
+            torch_changes = not (plain_version(cur_label) == c.torch and _variant_of(t) == c.variant)
             target = c.label
             if torch_changes:
                 changes.append(Change("torch", cur_label, "%s+%s" % (c.torch, c.variant)))
             else:
                 keeps.append("torch %s (it fits: only what is paired with it changes)" % cur_label)
-            for name, have in _installed_companions(snap):
+            for name, have in installed_companions(snap):
                 want = comps[name]
                 # same release and variant already: nothing to change
                 tv_var = None
                 if name == "torchvision":
                     tvb = snap.torchvision[0]
                     tv_var = "cu" + tvb.cuda.replace(".", "") if tvb.cuda else ("cpu" if "+cpu" in (have or "") else None)
-                if _base(have) == want and (name != "torchvision" or tv_var == c.variant):
+                if plain_version(have) == want and (name != "torchvision" or tv_var == c.variant):
                     comps = dict(comps)
                     comps.pop(name)
                     keeps.append("%s %s (built for %s)" % (name, have, c.label))
@@ -473,9 +326,9 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
             for name in uninstall:
                 changes.append(Change(name, next((d.version for d in snap.toolkits.nvidia_wheels if d.name == name), None), "(removed)"))
             if owner == "conda":
-                pkg_steps, n = _conda_steps(snap, c.torch, c.variant, comps)
+                pkg_steps, n = conda_steps(snap, c.torch, c.variant, comps)
             else:
-                pkg_steps, n = _pip_steps(snap, c.torch, c.variant, comps, torch_changes, uninstall)
+                pkg_steps, n = pip_steps(snap, c.torch, c.variant, comps, torch_changes, uninstall)
             steps.extend(pkg_steps)
             notes.extend(n)
             notes.extend(c.notes)
