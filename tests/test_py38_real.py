@@ -63,3 +63,12 @@ def test_activation_code_under_38(py38):
                           env={k: v for k, v in os.environ.items() if k != "CUDA_HOME"})
     assert done.stdout.endswith("/usr/local/cuda-11.3")
 
+
+
+def test_fix_plan_under_38_equals_the_one_under_this_python(py38):
+    """`cudafix fix` runs in the user's env (yolov9 images ship 3.8): same plan, byte for byte."""
+    snap = str(REPO / "tests" / "fixtures" / "snapshots" / "yolov9_conda_h100.json")
+    got = [run_cudafix(p, "fix", "--json", "--from", snap) for p in (py38, pathlib.Path(sys.executable))]
+    assert [g.returncode for g in got] == [0, 0], got[0].stderr
+    assert got[0].stdout == got[1].stdout
+    assert '"conda"' in got[0].stdout and "pytorch-cuda=11.8" in got[0].stdout

@@ -133,7 +133,7 @@ def test_sections_in_order_and_facts_shown():
     text = report.render_status(healthy_h200(), sample_runs())
     heads = [ln for ln in text.splitlines() if ln and not ln.startswith(" ")]
     titles = [h.split(":")[0] for h in heads[1:]]
-    assert titles == ["Driver", "GPUs", "PyTorch", "Toolkits", "Libraries", "Environment", "Findings"]
+    assert titles == ["Driver", "GPUs", "PyTorch", "Toolkits", "Libraries", "Environment", "Findings", "Plan (cudafix fix)"]
     assert "580.159.04" in text and "13.0" in text  # kernel module, driver CUDA from 13000
     assert "NVIDIA H200  sm_90  143771 MiB" in text
     # visible=[1]: the GTX is cuda:0, the H200 is hidden
@@ -175,17 +175,26 @@ def test_findings_evidence_fix_auto_and_unknowns():
     # errors before warnings; the warning is not marked auto
     j = next(n for n, ln in enumerate(lines) if "launch-blocking" in ln)
     assert j > i and "[auto-fix]" not in lines[j]
-    assert "unset CUDA_LAUNCH_BLOCKING" in lines[j + 2]
+    assert "unset CUDA_LAUNCH_BLOCKING" not in lines[j + 2]  # advice lives in the Plan, once
+    plan = text[text.index("\nPlan (cudafix fix)"):].splitlines()
+    assert plan.count("    unset CUDA_LAUNCH_BLOCKING") == 1 and "  shell (sh, bash, zsh):" in plan
     # unknown verdicts and a crashed rule are shown, never as ok
     assert any(ln.split()[:2] == ["unknown", "arch-unsupported:"] and "NVML not available" in ln for ln in lines)
     assert any("device-order: rule could not run: KeyError" in ln for ln in lines)
     assert "no problems found" not in text
 
 
-def test_advice_commands_are_exact():
-    r = _rule("driver-too-old", "error", [Outcome(PROBLEM, "driver too old", fix=DRIVER_FIX)])
-    text = report.render_check(rules.run(Snapshot(), (r,)))
-    assert "  $ pip install torch==2.6.0 --index-url https://example.invalid/whl/cu126\n" in text
+def test_advice_commands_are_exact_and_printed_once_in_the_plan():
+    cmd = "conda install -c nvidia cuda-nvcc=12.4"
+    fix = Fix(summary="install a CUDA 12.4 toolkit", commands=(cmd, 'export CUDA_HOME="$CONDA_PREFIX"'))
+    r1 = _rule("cuda-home-mismatch", "error", [Outcome(PROBLEM, "CUDA_HOME toolkit does not match", fix=fix)])
+    r2 = _rule("launch-blocking", "warning", [Outcome(PROBLEM, "set twice", fix=fix)])
+    text = report.render_status(Snapshot(), rules.run(Snapshot(), (r1, r2)))
+    findings, plan = text.split("\nPlan (cudafix fix)\n")
+    assert cmd not in findings
+    assert plan.count("  $ %s\n" % cmd) == 1
+    assert plan.count('export CUDA_HOME="$CONDA_PREFIX"') == 1
+    assert "set CUDA_HOME" not in text  # `set X=...` in bash sets $1, not X
 
 
 def test_unknowns_are_honest_on_a_machine_without_driver():

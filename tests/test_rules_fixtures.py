@@ -17,6 +17,7 @@ import re
 import pytest
 
 from cudafix import rules
+from cudafix.knowledge import version_tuple
 from cudafix.model.findings import OK, PROBLEM
 from cudafix.model.fixes import REMOVE_PATH, SET, UNSET
 from cudafix.model.snapshot import Snapshot
@@ -174,19 +175,31 @@ def test_yolov9_cuda_home_fix_points_at_the_installed_11_3_toolkit():
     assert env_ops(f) == {(SET, "CUDA_HOME", "/usr/local/cuda-11.3")}
 
 
+def _plan_install(name):
+    """The one install command of the env's plan (cudafix.plans.planner), split into its words."""
+    from cudafix.plans.planner import INSTALL, make_plan
+
+    plan = make_plan(load(name))
+    installs = [s for s in plan.steps if s.kind == INSTALL]
+    assert len(installs) == 1, plan
+    return plan, list(installs[0].argv)
+
+
 def test_yolov9_h100_jit_fix_raises_cache_and_names_a_native_sm90_build_for_py38():
     f = _one("yolov9 conda h100", "arch-ptx-jit")
     assert env_ops(f) == {(SET, "CUDA_CACHE_MAXSIZE", CACHE_MAX)}
-    assert f.fix.commands, "an exact install command is required"
-    # the recommended build must carry sm_90 SASS, fit driver CUDA 12.1 and Python 3.8
+    assert f.fix.commands == ("cudafix fix --python /opt/conda/envs/yolov9/bin/python",), f.fix.commands
+    # the plan's build must carry sm_90 SASS, fit driver CUDA 12.1 and Python 3.8; conda owns torch here
     from cudafix.knowledge import arch, torch_builds
-    pip = [c for c in f.fix.commands if c.startswith("pip ")][0]
-    ver = pip.split("torch==")[1].split()[0]
-    variant = pip.rsplit("/", 1)[1]
-    rel = torch_builds.release(ver)
-    assert torch_builds.python_supported(rel, "3.8")
-    assert int(variant[2:]) <= 121
-    sass, _ = torch_builds.wheel_arch_list(ver, variant)
+    plan, argv = _plan_install("yolov9_conda_h100.json")
+    assert argv[:4] == ["conda", "install", "-p", "/opt/conda/envs/yolov9"]
+    ver = next(a for a in argv if a.startswith("pytorch==")).split("==")[1]
+    cuda = next(a for a in argv if a.startswith("pytorch-cuda=")).split("=")[1]
+    assert argv[-4:] == ["-c", "pytorch", "-c", "nvidia"]
+    assert "torchvision==%s" % torch_builds.torchvision_for(ver) in argv  # installed, so it moves too
+    assert torch_builds.python_supported(torch_builds.release(ver), "3.8")
+    assert version_tuple(cuda) <= (12, 1)
+    sass, _ = torch_builds.conda_arch_list(ver, cuda)
     assert arch.fit(sass, [], "9.0").kind == "sass"
 
 
@@ -225,17 +238,21 @@ def test_cache_disabled_fix_reenables_it():
     assert env_ops(f) == {(UNSET, "CUDA_CACHE_DISABLE", None)}
 
 
-def test_driver_fixes_carry_exact_commands():
+def test_driver_fixes_point_at_the_plan_and_the_plan_has_the_exact_command():
     for name, rid in (("f6_fooocus_driver_too_old.json", "driver-too-old"), ("f7_rtx5090_arch_unsupported.json", "arch-unsupported"),
                       ("f5_ultralytics_cpu_torch.json", "cpu-only-torch")):
         f = _one(name, rid)
-        assert any(c.startswith("pip install torch==") and "--index-url https://download.pytorch.org/whl/cu" in c for c in f.fix.commands), (rid, f.fix)
+        assert f.fix.commands == ("cudafix fix --python /usr/bin/python3",), (rid, f.fix)
+        _plan, argv = _plan_install(name)
+        assert argv[:4] == ["/usr/bin/python3", "-m", "pip", "install"], argv
+        assert argv[4].startswith("torch==") and any(a.startswith("https://download.pytorch.org/whl/") for a in argv), argv
 
 
-def test_driver_too_old_command_fits_the_driver():
-    f = _one("f6_fooocus_driver_too_old.json", "driver-too-old")
-    variant = [c for c in f.fix.commands if c.startswith("pip ")][0].rsplit("/", 1)[1]
+def test_driver_too_old_plan_fits_the_driver():
+    _plan, argv = _plan_install("f6_fooocus_driver_too_old.json")
+    variant = argv[-1].rsplit("/", 1)[1]
     assert variant.startswith("cu11"), variant  # driver 470 = CUDA 11.4: only a CUDA 11 build can run
+    assert int(variant[2:]) <= 114  # natively, not under minor-version compatibility
 
 
 def test_every_rule_has_a_problem_and_an_ok_fixture():

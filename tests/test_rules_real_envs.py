@@ -80,9 +80,13 @@ def test_old_driver_assumed_for_cu130_torch(torch_cu_python):
     f = got["driver-too-old"]
     assert f.severity == "error"
     assert "535.183.01" in f.message and "13.0" in f.message
-    # the command must be a CUDA 12 build (driver 535 = CUDA 12.2)
-    pip = [c for c in f.fix.commands if c.startswith("pip ")][0]
-    assert "/whl/cu12" in pip, pip
+    # the plan's build must run natively on driver 535 (CUDA 12.2), through the env's own pip
+    from cudafix.plans.planner import INSTALL, make_plan
+    plan = make_plan(snap)
+    install = [s for s in plan.steps if s.kind == INSTALL]
+    assert len(install) == 1 and install[0].argv[:4] == (str(torch_cu_python), "-m", "pip", "install")
+    variant = install[0].argv[-1].rsplit("/", 1)[1]
+    assert variant.startswith("cu") and int(variant[2:]) <= 122, install[0].text
 
 
 def test_unknown_allocator_key_on_real_cu_torch(torch_cu_python):

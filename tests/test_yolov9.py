@@ -42,8 +42,19 @@ BUILDS = ("conda", "pip")
 HOMES = ("nocudahome", "cudahome")
 VARIANTS = [(g, b, h) for g in GPUS for b in BUILDS for h in HOMES]
 
-PIP_CMD = "pip install torch==2.4.1 torchvision==0.19.1 --index-url https://download.pytorch.org/whl/cu121"
-CONDA_CMD = "conda install pytorch==2.4.1 torchvision==0.19.1 pytorch-cuda=12.1 -c pytorch -c nvidia"
+# The one plan (cudafix.plans.planner) for Hopper + driver 530 (CUDA 12.1) + Python 3.8: the nearest
+# release with sm_90 SASS that runs natively is 2.0.1 (cu118 carries sm_90; facts-torch §2a), with the
+# torchvision paired to it, through the manager that owns torch, on the env's own prefix/interpreter.
+PIP_CMD = ("/opt/conda/envs/yolov9/bin/python -m pip install torch==2.0.1+cu118 torchvision==0.15.2+cu118 "
+           "--index-url https://download.pytorch.org/whl/cu118")
+CONDA_CMD = "conda install -p /opt/conda/envs/yolov9 pytorch==2.0.1 torchvision==0.15.2 pytorch-cuda=11.8 -c pytorch -c nvidia"
+POINTER = ("cudafix fix --python /opt/conda/envs/yolov9/bin/python",)
+
+
+def plan_install(snap):
+    from cudafix.plans.planner import INSTALL, make_plan
+
+    return [s.text for s in make_plan(snap).steps if s.kind == INSTALL]
 CACHE_MAX = "4294967296"
 
 
@@ -190,19 +201,21 @@ def test_hopper_conda_ptx_jit(variant):
     mib = "%d MiB" % round(need / 2**20)
     assert any("cache must hold about " + mib in e for e in f.evidence), f.evidence
     assert f.fix.auto and ("set", "CUDA_CACHE_MAXSIZE", CACHE_MAX) in env_ops(f)
-    assert f.fix.commands == (CONDA_CMD, PIP_CMD)
+    assert f.fix.commands == POINTER
+    assert plan_install(snap) == [CONDA_CMD]
     assert not by_rule(found, "arch-unsupported")
 
 
 @pytest.mark.parametrize("variant", [v for v in VARIANTS if v[0] in ("h100", "h200") and v[1] == "pip"],
                          ids=lambda v: "-".join(v))
 def test_hopper_pip_no_kernel_image(variant):
-    _snap, _runs, found = findings_of(*variant)
+    snap, _runs, found = findings_of(*variant)
     assert loud(found) == ["arch-unsupported", "cuda-home-mismatch"]
     (f,) = by_rule(found, "arch-unsupported")
     assert f.severity == "error"
     assert "no kernel image is available for execution on the device" in f.message
-    assert f.fix.commands == (CONDA_CMD, PIP_CMD) and not f.fix.auto
+    assert f.fix.commands == POINTER and not f.fix.auto
+    assert plan_install(snap) == [PIP_CMD]
     assert not by_rule(found, "arch-ptx-jit")
 
 

@@ -19,6 +19,9 @@ from cudafix.knowledge import (
 )
 from cudafix.knowledge.arch import parse_arch_list
 
+# PyTorch's own wheel index, one sub-index per variant (".../whl/cu130", ".../whl/cpu"); the
+# install commands of https://pytorch.org/get-started/locally/ and
+# https://pytorch.org/get-started/previous-versions/ use it.  The one place cudafix names it.
 INDEX_BASE = "https://download.pytorch.org/whl/"
 
 S_1A = (
@@ -124,8 +127,13 @@ _CT = "cudatoolkit"
 
 RELEASES: Tuple[TorchRelease, ...] = (
     TorchRelease(
-        "1.8", "1.8.1", "0.9", "0.9.1", ("cu102", "cu111"), "cu102", ("3.6", "3.9"),
-        (_wa("cu102", L102, S_B_BUILD), _wa("cu111", L11, S_B_BUILD)),
+        "1.8", "1.8.1", "0.9", "0.9.1", ("cu101", "cu102", "cu111"), "cu102", ("3.6", "3.9"),
+        (
+            # cu101 exists for 1.8.1 only (site previous-versions: "v1.8.1 additionally lists +cu101").
+            # build.sh's `10.*)` arm keeps the base list: the same SASS as cu102.
+            _wa("cu101", L102, S_SITE + "; " + S_B_BUILD + " (10.* arm)", INFERRED, patch="1.8.1"),
+            _wa("cu102", L102, S_B_BUILD), _wa("cu111", L11, S_B_BUILD),
+        ),
         (_cv("10.2", None, ("pytorch",), _CT, UNCONFIRMED), _cv("11.1", None, ("pytorch", "conda-forge"), _CT, UNCONFIRMED)),
         source=S_SITE, note="1.8.2 was an LTS build on a separate index (Python <= 3.8)",
     ),
@@ -464,3 +472,52 @@ def conda_command(torch_version: str, cuda: str, torchvision: Optional[str] = No
 def python_supported(rel: TorchRelease, python: str) -> bool:
     py = major_minor(python)
     return bool(py) and major_minor(rel.python[0]) <= py <= major_minor(rel.python[1])
+
+
+# torch patch -> torchaudio patch.  1.x and 2.0 from the site's previous-versions page; 2.1+ share
+# torch's version.  PyPI's torchaudio release list (`pip index versions torchaudio`, read
+# 2026-12-01) ends at 2.11.1: no torchaudio exists for torch 2.12+, so an env that has torchaudio
+# cannot move to those releases without dropping it (the planner says so instead).
+S_AUDIO = "pytorch/pytorch.github.io _get_started/previous-versions.md; PyPI torchaudio release list (2026-12-01)"
+TORCHAUDIO_PAIRS: Dict[str, str] = {
+    "1.8.0": "0.8.0", "1.8.1": "0.8.1", "1.9.0": "0.9.0", "1.9.1": "0.9.1",
+    "1.10.0": "0.10.0", "1.10.1": "0.10.1", "1.10.2": "0.10.2", "1.11.0": "0.11.0",
+    "1.12.0": "0.12.0", "1.12.1": "0.12.1", "1.13.0": "0.13.0", "1.13.1": "0.13.1",
+    "2.0.0": "2.0.1", "2.0.1": "2.0.2",
+}
+TORCHAUDIO_LAST = (2, 11, 1)  # newest torchaudio on PyPI (S_AUDIO)
+
+
+def torchaudio_for(torch_version: str) -> Optional[str]:
+    """torchaudio built for a torch patch: "1.10.2" -> "0.10.2", "2.5.1" -> "2.5.1"; None when
+    no torchaudio was released for it (2.12+) or the version is not a full X.Y.Z."""
+    t = version_tuple(torch_version)
+    if len(t) < 3:
+        return None
+    key = "%d.%d.%d" % t[:3]
+    if key in TORCHAUDIO_PAIRS:
+        return TORCHAUDIO_PAIRS[key]
+    if (2, 1, 0) <= t[:3] <= TORCHAUDIO_LAST:
+        return key
+    return None
+
+
+def companion_for(name: str, torch_version: str) -> Optional[str]:
+    """The release of a torch-pinned companion package built for ``torch_version`` (X.Y.Z), or
+    None when cudafix does not know it (the planner then refuses to move torch under it)."""
+    if name == "torchvision":
+        return torchvision_for(torch_version)
+    if name == "torchaudio":
+        return torchaudio_for(torch_version)
+    return None
+
+
+def variant_exists(torch_version: str, variant: str) -> bool:
+    """Whether the official index has ``variant`` for that patch ("cpu" always; a cuXYZ when the
+    release lists it and its wheel arch row covers that patch)."""
+    rel = release(torch_version)
+    if rel is None:
+        return False
+    if variant == "cpu":
+        return True
+    return variant in rel.variants and wheel_arch_row(torch_version, variant) is not None

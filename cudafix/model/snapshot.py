@@ -284,6 +284,9 @@ class Snapshot:
     assumed: Dict[str, Any] = dataclasses.field(default_factory=dict)  # what --assume-* replaced
     probe_errors: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # probe name -> error
     hardware: Optional[Hardware] = None  # None: not probed (older snapshot) -- unknown
+    # Other installed distributions that pin torch exactly (torchaudio, torchtext, xformers ...):
+    # a torch change must move them too (cudafix.plans.planner).
+    torch_pinned: List[PythonDist] = dataclasses.field(default_factory=list)
 
     # -- JSON round trip -------------------------------------------------------------------
 

@@ -1,14 +1,21 @@
-"""Which official torch build fits this machine: driver, every GPU, and the env's Python.
+"""Which official torch builds could fit this machine, ranked smallest change first.
 
-Rules applied (each one is stated in the recommendation's ``evidence``):
-- Python: the release's supported CPython range contains the env's Python.
-- Driver: the variant's CUDA <= the driver's CUDA (native), or, for the same CUDA major only,
-  the driver is at or above that major's minor-version-compatibility floor (release wheels carry
-  SASS, which minor compat runs; never across majors):
-  https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html
-- GPUs: every GPU's CC is covered by SASS of the build's arch list (``arch.fit`` == "sass");
-  PTX-only coverage means minutes of JIT and is not recommended (docs/gpu.md, PTX JIT row).
-Newest release first; within it a native variant before a minor-compat one, newer CUDA first.
+The planner (:mod:`cudafix.plans.planner`) takes these candidates in order and keeps the first
+one that the rules themselves find clean once applied to the snapshot
+(:mod:`cudafix.plans.simulate`).  This module only prunes what certainly cannot work and orders
+the rest; it states, for each candidate, the facts it rests on.
+
+Pruning (each stated in the candidate's ``evidence``):
+- Python: the release's supported CPython range holds the env's Python.
+- Driver: the variant's CUDA <= the driver's CUDA (*native*), or the same CUDA major above the
+  minor-version-compatibility floor (*minor-compat*; cudafix's driver-minor-compat rule warns
+  about it, so the planner never keeps one).  NVIDIA, CUDA Compatibility guide.
+- GPUs: every visible GPU runs SASS of the build's arch list, or PTX (the arch-ptx-jit rule warns
+  about that JIT, so the planner never keeps one either).
+
+Order: the installed torch version in another variant first, then the nearest release (by
+release count; a newer one before an older one at the same distance); within a release, native
+before minor-compat, the installed CUDA major before another, then the newest CUDA.
 """
 
 from __future__ import annotations
@@ -25,12 +32,16 @@ NEW_PLATFORM_RULE = (
     "RN 13.4U1: 'new features and newly enabled platforms require an R615 or later driver that supports them' "
     "(a GPU needs a driver of at least the CUDA release that first supports its SM; https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html)"
 )
+NATIVE = "native"
+MINOR_COMPAT = "minor-compat"
+NO_DRIVER = "driver-unknown"  # the driver is not known: it does not constrain the choice
 
 
 def driver_gap(driver_cuda: Optional[int], ccs: Sequence[str]) -> List[Tuple[str, str]]:
     """GPUs this driver cannot drive at all: [(cc, first CUDA that supports it)] for CCs whose
-    SM first appeared in a CUDA newer than the driver's."""
-    gaps = []
+    SM first appeared in a CUDA newer than the driver's (a newer GPU needs a newer driver,
+    whatever torch is installed)."""
+    gaps: List[Tuple[str, str]] = []
     if driver_cuda is None:
         return gaps
     for cc in ccs:
@@ -42,32 +53,41 @@ def driver_gap(driver_cuda: Optional[int], ccs: Sequence[str]) -> List[Tuple[str
 
 
 @dataclasses.dataclass(frozen=True)
-class Recommendation:
-    """A torch build that fits the driver, every GPU and the Python: exact install commands."""
+class Candidate:
+    """One official torch build: version + variant, how it runs on this driver and these GPUs."""
 
-    torch: str  # "2.4.1"
-    variant: str  # "cu121"
-    torchvision: str  # "0.19.1"
-    index_url: str
-    pip_command: str
-    conda_command: Optional[str]  # only in a conda env and when the pytorch channel has a fitting build
-    minor_compat: bool  # runs only under CUDA minor-version compatibility
-    evidence: Tuple[str, ...]  # sentences stating the rules applied
-    notes: Tuple[str, ...] = ()  # unconfirmed facts the choice rests on
-    alternative: Optional["Recommendation"] = None  # closest fit at the env's current torch minor
+    torch: str  # "2.13.0"
+    variant: str  # "cu130" | "cpu"
+    mode: str  # NATIVE | MINOR_COMPAT | NO_DRIVER ("cpu": NATIVE)
+    arch_list: str  # TORCH_CUDA_ARCH_LIST of the wheel ("" for cpu)
+    gpu_fit: Tuple[Tuple[str, str, str], ...]  # (cc, "sass"|"ptx", entry) per visible GPU
+    evidence: Tuple[str, ...]
+    notes: Tuple[str, ...] = ()  # facts of lower status the choice rests on
+    distance: int = 0  # releases away from the installed torch (0: same X.Y)
 
     @property
-    def commands(self) -> Tuple[str, ...]:
-        return tuple(c for c in (self.conda_command, self.pip_command) if c)
+    def cuda(self) -> Optional[str]:
+        return None if self.variant == "cpu" else tb.variant_cuda(self.variant)
+
+    @property
+    def label(self) -> str:
+        return "torch %s+%s" % (self.torch, self.variant)
 
 
-def _driver_runs(variant_cuda: str, driver_cuda: Optional[int], driver_version: Optional[str]) -> Optional[str]:
-    """"native" | "minor-compat" | None (cannot run)."""
+def _public(source: str) -> str:
+    """A row's source as users read it: the public references only (the team's research-note
+    pointers stay in the table for maintainers)."""
+    parts = [p.strip() for p in source.split(";") if p.strip() and not p.strip().startswith("shared/")]
+    return "; ".join(parts) or "cudafix's release table"
+
+
+def driver_mode(variant_cuda: str, driver_cuda: Optional[int], driver_version: Optional[str]) -> Optional[str]:
+    """NATIVE | MINOR_COMPAT | NO_DRIVER, or None when the driver cannot run that CUDA."""
     if driver_cuda is None:
-        return "native"  # unconstrained; the caller notes the minimum driver
+        return NO_DRIVER
     need = cuda_driver.cuda_int(variant_cuda)
     if need <= driver_cuda:
-        return "native"
+        return NATIVE
     major = need // 1000
     if driver_cuda // 1000 != major:
         return None
@@ -75,136 +95,103 @@ def _driver_runs(variant_cuda: str, driver_cuda: Optional[int], driver_version: 
     if floor is None:
         return None
     if driver_version:
-        return "minor-compat" if cuda_driver.driver_at_least(driver_version, floor) else None
-    # Without the exact version: any driver reporting X.1+ is of a later branch than the X.0 floor.
-    return "minor-compat" if driver_cuda % 1000 >= 10 else None
+        return MINOR_COMPAT if cuda_driver.driver_at_least(driver_version, floor) else None
+    return MINOR_COMPAT if driver_cuda % 1000 >= 10 else None
 
 
-def _covers(arch: Optional[Tuple[List[str], List[str]]], ccs: Sequence[str]) -> Optional[List[str]]:
-    """The SASS entry used per GPU, or None if some GPU lacks SASS."""
+def _gpu_fit(arch: Optional[Tuple[List[str], List[str]]], ccs: Sequence[str]) -> Optional[Tuple[Tuple[str, str, str], ...]]:
     if arch is None:
         return None
-    sass, _ptx = arch
-    used = []
-    for cc in ccs:
-        f = fit(sass, [], cc)
-        if f.kind != "sass":
-            return None
-        used.append(f.entry or "")
-    return used
-
-
-def _candidates(rel: tb.TorchRelease, driver_cuda, driver_version, ccs):
-    """(mode, variant, sass entries) for each variant of ``rel`` that fits, best first."""
+    sass, ptx = arch
     out = []
-    for variant in rel.variants:
-        mode = _driver_runs(tb.variant_cuda(variant), driver_cuda, driver_version)
-        if mode is None:
-            continue
-        used = _covers(tb.wheel_arch_list(rel.latest, variant), ccs)
-        if used is None:
-            continue
-        out.append((mode, variant, used))
-    # native first, then the newest CUDA
-    out.sort(key=lambda c: (c[0] != "native", [-x for x in version_tuple(tb.variant_cuda(c[1]))]))
-    return out
+    for cc in ccs:
+        f = fit(sass, ptx, cc)
+        if f.kind not in ("sass", "ptx"):
+            return None
+        out.append((cc, f.kind, f.entry or ""))
+    return tuple(out)
 
 
-def _build(rel, mode, variant, used, driver_cuda, driver_version, ccs, python, conda) -> Recommendation:
+def candidate(torch_v: str, variant: str, driver_cuda: Optional[int], driver_version: Optional[str], ccs: Sequence[str],
+              python: str, distance: int = 0) -> Optional[Candidate]:
+    """One build as a Candidate, or None when it does not exist or cannot run here."""
+    rel = tb.release(torch_v)
+    if rel is None or not tb.variant_exists(torch_v, variant):
+        return None
+    ev = ["torch %s supports Python %s-%s; the env has Python %s" % (rel.version, rel.python[0], rel.python[1], python)]
+    notes: List[str] = []
+    if variant == "cpu":
+        return Candidate(torch_v, variant, NATIVE, "", (), tuple(ev), (), distance)
     vcuda = tb.variant_cuda(variant)
-    row = tb.wheel_arch_row(rel.latest, variant)
-    evidence = [
-        "torch %s supports Python %s-%s; this env has Python %s" % (rel.version, rel.python[0], rel.python[1], python),
-    ]
-    if driver_cuda is None:
-        evidence.append("driver unknown: the %s build needs a driver >= %s (CUDA %s)"
-                        % (variant, cuda_driver.min_driver(vcuda) or "?", vcuda))
-    elif mode == "native":
-        evidence.append("the driver supports CUDA %s; the %s build needs CUDA %s"
-                        % (cuda_driver.parse_cuda_int(driver_cuda), variant, vcuda))
+    mode = driver_mode(vcuda, driver_cuda, driver_version)
+    if mode is None:
+        return None
+    row = tb.wheel_arch_row(torch_v, variant)
+    fits = _gpu_fit(tb.wheel_arch_list(torch_v, variant), ccs)
+    if row is None or fits is None:
+        return None
+    if mode == NO_DRIVER:
+        ev.append("the driver is unknown: the %s build needs a driver >= %s (CUDA %s)" % (variant, cuda_driver.min_driver(vcuda) or "?", vcuda))
+    elif mode == NATIVE:
+        ev.append("runs natively: the driver supports CUDA %s >= %s, the %s build's CUDA" % (
+            cuda_driver.parse_cuda_int(driver_cuda), vcuda, variant))
     else:
-        evidence.append("the driver supports CUDA %s < %s, but CUDA %d.x minor-version compatibility lets it run "
-                        "SASS-only builds (driver >= %s); PTX JIT and some newer features are unavailable"
-                        % (cuda_driver.parse_cuda_int(driver_cuda), vcuda, cuda_driver.cuda_int(vcuda) // 1000,
-                           cuda_driver.minor_compat_floor(cuda_driver.cuda_int(vcuda) // 1000)))
-    for cc, entry in zip(ccs, used):
-        evidence.append("GPU compute capability %s runs the build's %s SASS (arch list %s)" % (cc, entry, row.arch_list if row else "?"))
-    notes = []
-    if rel.latest_status not in ("primary", "derived"):
-        notes.append("torch %s / torchvision %s: %s (%s)" % (rel.latest, rel.torchvision_latest, rel.latest_status, rel.note or rel.source))
-    if row is not None and row.status not in ("primary", "derived"):
-        notes.append("arch list of %s %s is %s: %s" % (rel.latest, variant, row.status, row.note or row.source))
-    conda_cmd = None
-    if conda and rel.pytorch_channel:
-        cv = tb.conda_variant(rel.latest, vcuda)
-        carch = tb.conda_arch_list(rel.latest, vcuda)
-        if cv is not None and _covers(carch, ccs) is not None and mode == "native":
-            conda_cmd = tb.conda_command(rel.latest, vcuda, rel.torchvision_latest)
-        else:
-            notes.append("no pytorch-channel conda build known to fit; use the pip command inside the conda env")
-    elif conda:
-        notes.append("torch %s is not on the pytorch conda channel (2.5 was the last); use pip inside the conda env" % rel.version)
-    return Recommendation(
-        torch=rel.latest,
-        variant=variant,
-        torchvision=rel.torchvision_latest,
-        index_url=tb.index_url(variant),
-        pip_command=tb.pip_command(rel.latest, variant, rel.torchvision_latest),
-        conda_command=conda_cmd,
-        minor_compat=(mode == "minor-compat"),
-        evidence=tuple(evidence),
-        notes=tuple(notes),
-    )
+        ev.append("only under minor-version compatibility: the driver supports CUDA %s < %s" % (cuda_driver.parse_cuda_int(driver_cuda), vcuda))
+    for cc, kind, entry in fits:
+        ev.append("compute capability %s runs the wheel's %s %s (arch list %s)" % (cc, entry, "SASS" if kind == "sass" else "PTX through the JIT", row.arch_list))
+    if row.status not in ("primary", "derived"):
+        notes.append("arch list of torch %s %s is %s: %s" % (torch_v, variant, row.status, _public(row.note or row.source)))
+    if rel.latest_status not in ("primary", "derived") and torch_v == rel.latest:
+        notes.append("torch %s / torchvision %s: %s (%s)" % (rel.latest, rel.torchvision_latest, rel.latest_status, _public(rel.note or rel.source)))
+    return Candidate(torch_v, variant, mode, row.arch_list, fits, tuple(ev), tuple(notes), distance)
 
 
-def _pin_local_if_same(rec: Recommendation, current_torch: Optional[str]) -> Recommendation:
-    """Same X.Y.Z as the installed torch (e.g. 2.13.0+cpu -> 2.13.0 cu130): pin the local version,
-    or pip keeps the installed build (see torch_builds.pip_command)."""
-    if current_torch and current_torch.split("+")[0] == rec.torch:
-        return dataclasses.replace(rec, pip_command=tb.pip_command(rec.torch, rec.variant, rec.torchvision, local=True))
-    return rec
-
-
-def recommend(
+def candidates(
     driver_cuda: Optional[int],
     ccs: Sequence[str],
     python: str,
-    conda: bool,
     current_torch: Optional[str] = None,
+    current_cuda: Optional[str] = None,
     driver_version: Optional[str] = None,
-) -> Optional[Recommendation]:
-    """The newest official torch build that fits the driver, every GPU (SASS) and Python.
+    want_cuda: bool = True,
+) -> List[Candidate]:
+    """Every official build that may fit, best first (see the module docstring for the order).
 
-    ``driver_cuda``: cuDriverGetVersion value (12010), None if unknown (then the driver is not a
-    constraint and the evidence names the minimum driver).  ``ccs``: compute capabilities of the
-    visible GPUs ("9.0").  None also when the driver predates a GPU (:func:`driver_gap`): then
-    only a driver upgrade helps.  ``driver_version`` ("530.30.02") makes the minor-compat floor exact.
-    When ``current_torch`` is given and its own minor has a fitting build, that is attached as
-    ``alternative`` (the smallest change).  None when no official build fits.
+    ``driver_cuda``: cuDriverGetVersion value (12040), None if unknown; ``ccs``: compute
+    capabilities of the visible GPUs; ``current_torch``: the installed X.Y.Z (its own patch is
+    kept when the plan stays on its release); ``want_cuda``: False on a machine with no NVIDIA GPU
+    (then only CPU builds are listed).  Empty when the driver predates a GPU (:func:`driver_gap`).
     """
     ccs = [c for c in ccs if c]
-    if not major_minor(python):
-        return None
-    if driver_gap(driver_cuda, ccs):
-        return None  # no torch build helps: the driver itself predates the GPU (see driver_gap)
-    best: Optional[Recommendation] = None
-    for rel in sorted(tb.RELEASES, key=lambda r: version_tuple(r.version), reverse=True):
+    if not major_minor(python) or driver_gap(driver_cuda, ccs):
+        return []
+    releases = sorted(tb.RELEASES, key=lambda r: version_tuple(r.version))
+    cur_mm = major_minor(current_torch) if current_torch else ()
+    cur_idx = next((i for i, r in enumerate(releases) if major_minor(r.version) == cur_mm), None)
+    cur_major = major_minor(current_cuda)[0] if current_cuda and major_minor(current_cuda) else None
+    out: List[Candidate] = []
+    for i, rel in enumerate(releases):
         if not tb.python_supported(rel, python):
             continue
-        cands = _candidates(rel, driver_cuda, driver_version, ccs)
-        if cands:
-            mode, variant, used = cands[0]
-            best = _build(rel, mode, variant, used, driver_cuda, driver_version, ccs, python, conda)
-            break
-    if best is None:
-        return None
-    best = _pin_local_if_same(best, current_torch)
-    if current_torch:
-        cur = tb.release(current_torch)
-        if cur is not None and cur.version != tb.release(best.torch).version and tb.python_supported(cur, python):
-            cands = _candidates(cur, driver_cuda, driver_version, ccs)
-            if cands:
-                mode, variant, used = cands[0]
-                alt = _build(cur, mode, variant, used, driver_cuda, driver_version, ccs, python, conda)
-                best = dataclasses.replace(best, alternative=_pin_local_if_same(alt, current_torch))
-    return best
+        same = cur_idx is not None and i == cur_idx
+        torch_v = current_torch if same and current_torch and len(version_tuple(current_torch)) >= 3 else rel.latest
+        torch_v = "%d.%d.%d" % version_tuple(torch_v)[:3]
+        distance = abs(i - cur_idx) if cur_idx is not None else len(releases) - i
+        variants = ("cpu",) if not want_cuda else rel.variants
+        for variant in variants:
+            c = candidate(torch_v, variant, driver_cuda, driver_version, ccs, python, distance)
+            if c is not None:
+                out.append(c)
+
+    def key(c: Candidate):
+        cuda = version_tuple(c.cuda) if c.cuda else (0,)
+        return (
+            c.distance,
+            -version_tuple(c.torch)[1] - 100 * version_tuple(c.torch)[0],  # newer release first at a tie
+            c.mode == MINOR_COMPAT,
+            cur_major is not None and bool(c.cuda) and cuda[0] != cur_major,
+            tuple(-x for x in cuda),
+        )
+
+    out.sort(key=key)
+    return out

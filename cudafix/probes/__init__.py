@@ -174,6 +174,9 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
         tv = _guard(snap, "torchvision", lambda: torch_build.probe_torchvision(sys_path, prefix=prefix, conda_records=conda_records))
         if tv is not None:
             snap.torchvision = tv
+        pinned = _guard(snap, "torch_pinned", lambda: torch_build.probe_torch_pinned(sys_path))
+        if pinned is not None:
+            snap.torch_pinned = pinned
 
     def _libraries() -> None:
         from cudafix.probes.libraries import probe_libraries  # type: ignore  # the loader-simulation module

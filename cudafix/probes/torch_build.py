@@ -314,3 +314,34 @@ def probe_torchvision(sys_path: List[str], prefix: Optional[str] = None,
                     break
             out.append(tv)
     return out
+
+
+# Companions read for a torch pin (cheap: only names that can be torch add-ons are opened).
+_PINNED_SKIP = frozenset(("torch", "pytorch", "torchvision", "torchgen"))
+_PIN_RE = re.compile(r"^\s*(torch|pytorch)\s*\(?\s*==\s*([0-9][0-9A-Za-z.+]*)")
+
+
+def torch_pin(requires: List[str]) -> Optional[str]:
+    """"torch (==2.5.1)" / "torch==2.5.1; extra == 'x'" -> "2.5.1"; None when torch is not pinned exactly."""
+    for req in requires:
+        if ";" in req and "extra" in req.split(";", 1)[1]:
+            continue
+        m = _PIN_RE.match(req)
+        if m:
+            return m.group(2)
+    return None
+
+
+def probe_torch_pinned(sys_path: List[str]) -> List[PythonDist]:
+    """Installed torch add-ons (names starting with "torch", and xformers) whose metadata pins torch
+    with ==, first install of each name only (the one `import` picks)."""
+    out: List[PythonDist] = []
+    seen = set()
+    for d in iter_dist_dirs(sys_path):
+        if d.name in seen or d.name in _PINNED_SKIP or not (d.name.startswith("torch") or d.name == "xformers"):
+            continue
+        seen.add(d.name)
+        dist, _why = _read_dist(d)
+        if torch_pin(dist.requires):
+            out.append(dist)
+    return out

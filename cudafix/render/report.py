@@ -425,15 +425,17 @@ def _environment(out: _Out, snap: Snapshot) -> None:
 
 
 def fix_lines(fix: Fix) -> List[str]:
-    """A fix as the user reads it: summary, exact commands, env edits, preloads."""
+    """A fix as the user reads it: summary, and for a safe fix what cudafix changes.  Commands and
+    shell lines for the user are in the Plan section (cudafix.render.plan), each printed once."""
     lines = ["fix: %s" % fix.summary] if fix.summary else []
-    for cmd in fix.commands:
-        lines.append("  $ %s" % cmd)
+    if not fix.auto:
+        return lines
     for op in fix.env.ops:
         if op.op == SET:
-            lines.append("  set %s=%s" % (op.name, shell_value(op.value or "")))
+            if not (op.name in fix.summary and (op.value or "") in fix.summary):  # said once
+                lines.append("  sets %s to %s" % (op.name, shell_value(op.value or "")))
         elif op.op == UNSET:
-            lines.append("  unset %s" % op.name)
+            lines.append("  unsets %s" % op.name)
         elif op.op == PREPEND_PATH:
             lines.append("  put %s first in %s" % (op.value, op.name))
         elif op.op == REMOVE_PATH:
@@ -442,8 +444,7 @@ def fix_lines(fix: Fix) -> List[str]:
             lines.append("  %s %s %s" % (op.op, op.name, op.value or ""))
     for p in fix.preload:
         lines.append("  preload %s (for %s)" % (p.path, p.soname))
-    if fix.auto:
-        lines.append("auto-fix: cudafix applies this %s" % _SCOPES.get(fix.scope, fix.scope))
+    lines.append("auto-fix: cudafix applies this %s" % _SCOPES.get(fix.scope, fix.scope))
     return lines
 
 
@@ -535,7 +536,21 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
     _libraries(out, snap, verbose)
     _environment(out, snap)
     _findings(out, runs)
+    _plan(out, snap, runs)
     return out.text()
+
+
+def _plan(out: _Out, snap: Snapshot, runs: Sequence[RuleRun]) -> None:
+    """One plan for every finding (cudafix.plans.planner): `cudafix fix` prints and applies it."""
+    try:
+        from cudafix.plans.planner import make_plan
+        from cudafix.render.plan import plan_lines
+
+        lines = plan_lines(make_plan(snap, runs))
+    except Exception as exc:  # the plan must never take the report down
+        lines = ["  unknown \u2014 no plan: %s: %s" % (type(exc).__name__, exc)]
+    out.section("Plan (cudafix fix)")
+    out.lines.extend(lines)
 
 
 def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None) -> str:
@@ -559,7 +574,18 @@ def status_document(snap: Snapshot, runs: Sequence[RuleRun]) -> Dict[str, Any]:
         "findings": [f.to_dict() for f in sorted_findings(runs)],
         "unknown": unknowns(runs),
         "verdicts": {r.rule.id: r.verdict for r in runs},
+        "plan": _plan_dict(snap, runs),
     }
+
+
+def _plan_dict(snap: Snapshot, runs: Sequence[RuleRun]) -> Optional[Dict[str, Any]]:
+    """The `cudafix fix` plan as data (None if it could not be made)."""
+    try:
+        from cudafix.plans.planner import make_plan
+
+        return make_plan(snap, runs).to_dict()
+    except Exception:  # the plan must never take the report down
+        return None
 
 
 def render_rule_list(rules: Sequence[Rule], color: bool = False) -> str:

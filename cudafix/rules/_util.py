@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from cudafix.model.findings import OK, PROBLEM, UNKNOWN, Outcome
@@ -171,48 +172,12 @@ def unique(seq: Sequence[str]) -> List[str]:
 
 
 def recommend_commands(snap: Snapshot, gpus: Optional[Sequence[GPU]] = None, native_only: bool = False) -> Tuple[Tuple[str, ...], List[str]]:
-    """Exact install commands of a torch build fitting driver + every GPU + Python (remedy.recommend).
-
-    Returns (commands, notes); no commands and a note saying why when nothing fits.
-    """
-    try:
-        from cudafix.plans import remedy
-    except ImportError as exc:  # pragma: no cover - remedy ships with cudafix
-        return (), ["no install command: cudafix.plans.remedy unavailable (%s)" % exc]
-    dcuda, _ = driver_cuda_int(snap)
-    gl = list(gpus) if gpus is not None else snap.visible_gpus()
-    ccs = unique(compute_caps(gl))
-    t = snap.primary_torch
-    py = python_mm(snap)
-    if not py:
-        return (), ["no install command: the env's Python version is unknown"]
-    try:
-        rec = remedy.recommend(
-            driver_cuda=dcuda,
-            ccs=ccs,
-            python=py,
-            conda=bool(snap.python.conda_prefix),
-            current_torch=base_version(t.version or t.dist.version) if t else None,
-            driver_version=driver_version(snap),
-        )
-    except Exception as exc:  # remedy must never take a rule down
-        return (), ["no install command: remedy failed (%s: %s)" % (type(exc).__name__, exc)]
-    if rec is None:
-        gaps = []
-        try:
-            gaps = remedy.driver_gap(dcuda, ccs)
-        except Exception:
-            pass
-        if gaps:
-            return (), ["no torch build helps: the driver (CUDA %s) predates %s; upgrade the driver first" % (
-                cuda_int_str(dcuda) if dcuda else "?", ", ".join("CC %s (first supported by CUDA %s)" % g for g in gaps))]
-        return (), ["no official torch build fits this driver, GPU(s) %s and Python %s" % (", ".join(ccs) or "?", py)]
-    if native_only and getattr(rec, "minor_compat", False):
-        alt = getattr(rec, "alternative", None)
-        if alt is not None and not getattr(alt, "minor_compat", False):
-            return tuple(alt.commands), list(alt.notes)
-        return (), ["no official torch build runs natively (without minor-version compatibility) on this driver, GPU(s) and Python"]
-    return tuple(rec.commands), list(rec.notes)
+    """The command that shows the plan for this env: rules state problems; which torch build to
+    install, with every package paired to it, is decided once for all findings by the planner
+    (cudafix.plans.planner, `cudafix fix`).  Returns ((command,), notes)."""
+    exe = snap.python.executable
+    cmd = "cudafix fix" + (" --python %s" % shlex.quote(exe) if exe else "")
+    return (cmd,), []
 
 
 def parse_int(text: Optional[str]) -> Optional[int]:

@@ -400,7 +400,7 @@ RULES = (
             "Found GPU0 NVIDIA GeForce GTX 1080 Ti which is of cuda capability 6.1. PyTorch no longer supports this GPU because it is too old. The minimum cuda capability supported by this library is 7.5.",
         ),
         evidence_used="the SASS and PTX entries really present in torch's CUDA libraries (.nv_fatbin scan; else the published arch list), each visible GPU's compute capability, CUDA_DISABLE_PTX_JIT, the driver's CUDA (no PTX JIT under minor-version compatibility)",
-        fix_text="install a torch build with native code for the GPU that fits the driver and the env's Python (exact pip command; conda command in a conda env).",
+        fix_text="install a torch build with native code for the GPU that fits the driver and the env's Python (`cudafix fix`: the exact command of the env's own pip, or conda in a conda env).",
         sources=("pytorch/pytorch#167244", "pytorch/pytorch#150733", "astral-sh/uv#14742", "pytorch/pytorch#172352", "lllyasviel/Fooocus#3862"),
     ),
     Rule(
@@ -416,7 +416,7 @@ RULES = (
             "GPU utilisation near 0 % while the CPU is busy at start",
         ),
         evidence_used="SASS/PTX entries and PTX sizes from torch's .nv_fatbin, each visible GPU's compute capability, CUDA_CACHE_MAXSIZE / CUDA_CACHE_DISABLE / CUDA_CACHE_PATH",
-        fix_text="automatic: CUDA_CACHE_MAXSIZE raised to its 4 GiB maximum so the JIT runs once; advice: install a torch build with native code for the GPU (exact command).",
+        fix_text="automatic: CUDA_CACHE_MAXSIZE raised to its 4 GiB maximum so the JIT runs once; advice: install a torch build with native code for the GPU (`cudafix fix`).",
         sources=("pytorch/pytorch#537", "pytorch/pytorch#12283", "pytorch/pytorch#45822", "FORTH-ModelBasedTracker/HandTracker#7", ENV_DOC),
     ),
     Rule(

@@ -395,7 +395,7 @@ RULES = (
             "CUDA driver version is insufficient for CUDA runtime version",
         ),
         evidence_used="the driver's CUDA version (cuDriverGetVersion without cuInit, else the driver branch table), the driver release, torch.version.cuda, NVIDIA's minor-version compatibility floors",
-        fix_text="install a torch build whose CUDA this driver supports (exact command, fitting every GPU and the env's Python), or upgrade the driver to at least the minimum for torch's CUDA.",
+        fix_text="install a torch build whose CUDA this driver supports natively, fitting every GPU and the env's Python (`cudafix fix`: the exact command), or upgrade the driver to at least the minimum for torch's CUDA.",
         sources=(RN_DOC, MINOR_DOC, "ModelCloud/GPTQModel#2859"),
     ),
     Rule(

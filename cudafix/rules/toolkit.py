@@ -151,7 +151,7 @@ def check_cuda_home(snap: Snapshot) -> Iterable[Outcome]:
         # pointing it at an installed toolkit of torch's exact CUDA major.minor turns a failing (or
         # warned) extension build into a matching one and changes nothing torch loads at runtime.
         fix = Fix(
-            summary="set CUDA_HOME=%s (CUDA %s, as torch)" % (target, mm_str(want)),
+            summary="point CUDA_HOME at %s (CUDA %s, as torch)" % (target, mm_str(want)),
             auto=True,
             env=EnvPatch((EnvOp(SET, "CUDA_HOME", target),)),
             scope="both",

@@ -100,26 +100,14 @@ def _tv_cuda(tv: TorchvisionBuild) -> Tuple[Optional[str], str]:
 
 
 def _tv_fix(snap: Snapshot, t: TorchBuild, want_tv: Optional[str], reinstall: bool) -> Fix:
+    """What to do; the exact command (the env's own pip or conda, the index of torch's variant,
+    every other package pinned to torch moved too) is the plan's: `cudafix fix`."""
     torch_v = base_version(t.version or t.dist.version)
     variant = "cu%s" % t.cuda.replace(".", "") if t.cuda else "cpu"
+    cmds, _ = recommend_commands(snap)
     if not want_tv:
-        return Fix(summary="reinstall the torchvision release paired with torch %s" % torch_v)
-    conda = t.dist.origin == "conda" and snap.python.conda_prefix
-    if conda and t.cuda:
-        cmd = tb.conda_command(torch_v, t.cuda, want_tv)
-        if cmd:
-            return Fix(summary="install torchvision %s, built for torch %s" % (want_tv, torch_v), commands=(cmd,))
-    rel = tb.release(torch_v)
-    style = rel.pip_style if rel else "index"
-    force = "--force-reinstall --no-deps " if reinstall else ""
-    if style == "find-links":
-        url = tb.INDEX_BASE + (variant + "/" if variant == "cu113" else "") + "torch_stable.html"
-        cmd = "pip install %storchvision==%s+%s -f %s" % (force, want_tv, variant, url)
-    elif style == "extra-index":
-        cmd = "pip install %storchvision==%s+%s --extra-index-url %s" % (force, want_tv, variant, tb.index_url(variant))
-    else:
-        cmd = "pip install %storchvision==%s --index-url %s" % (force, want_tv, tb.index_url(variant))
-    return Fix(summary="install torchvision %s (%s), built for torch %s" % (want_tv, variant, torch_v), commands=(cmd,))
+        return Fix(summary="reinstall the torchvision release paired with torch %s" % torch_v, commands=cmds)
+    return Fix(summary="install torchvision %s (%s), built for torch %s" % (want_tv, variant, torch_v), commands=cmds)
 
 
 def check_torchvision(snap: Snapshot) -> Iterable[Outcome]:
@@ -369,7 +357,7 @@ RULES = (
             "torch.cuda.is_available() returns False; GPU utilisation 0 %, CPU busy",
         ),
         evidence_used="torch/version.py (cuda, hip) read without importing torch, the GPU list, the driver",
-        fix_text="install a CUDA build that fits the driver, every GPU's compute capability and the env's Python (exact pip command; conda command in a conda env).",
+        fix_text="install a CUDA build that fits the driver, every GPU's compute capability and the env's Python: `cudafix fix` prints the one plan (exact command of the env's own pip, or conda in a conda env) and applies it with --apply.",
         sources=("pytorch/pytorch#28111", "facebookresearch/detectron2#460", "ultralytics/ultralytics#1495", "ultralytics/ultralytics#8869",
                  "WongKinYiu/yolov9#235", "X-PLUG/MobileAgent#60"),
     ),
@@ -386,7 +374,7 @@ RULES = (
             "RuntimeError: operator torchvision::nms does not exist",
         ),
         evidence_used="torch/version.py, torchvision version and Requires-Dist pin, local version (+cu113/+cpu) or conda build string, the torch/torchvision pairing table",
-        fix_text="install the torchvision paired with the installed torch, from the same CUDA variant's index (exact command).",
+        fix_text="install the torchvision paired with the installed torch, from the same CUDA variant's index: `cudafix fix` (the exact command; applied with --apply).",
         sources=("pytorch/vision torchvision/extension.py", "pytorch/vision README (compatibility table)"),
     ),
     Rule(

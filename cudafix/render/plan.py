@@ -1,0 +1,48 @@
+"""A plan (cudafix.plans.planner.Plan) as the user reads it: the report's "Plan" section and
+`cudafix fix`.  Every command line is printed once, exactly as it runs."""
+
+from __future__ import annotations
+
+from typing import List
+
+from cudafix.plans.planner import INSTALL, OTHER, SHELL, UNINSTALL, Plan
+
+
+def plan_lines(plan: Plan, indent: str = "  ") -> List[str]:
+    out: List[str] = []
+    if not plan.steps and not plan.blockers:
+        out.append(indent + "nothing to do: no change cudafix can make%s" % (" (open findings below)" if plan.unresolved else ""))
+        out += ["%sopen    %s" % (indent, u) for u in plan.unresolved]
+        out += ["%sauto    %s" % (indent, a) for a in plan.automatic]
+        return out
+    removed = [c for c in plan.changes if c.after == "(removed)"]
+    for c in plan.changes:
+        if c.after != "(removed)":
+            out.append("%schange  %s %s -> %s" % (indent, c.name, c.before or "(none)", c.after))
+    if removed:
+        out.append("%sremove  %d CUDA wheel%s the replaced torch needed: %s" % (
+            indent, len(removed), "" if len(removed) == 1 else "s", ", ".join(c.name for c in removed)))
+    for k in plan.keeps:
+        out.append("%skeep    %s" % (indent, k))
+    for w in plan.why:
+        out.append("%swhy     %s" % (indent, w))
+    for s in plan.skipped:
+        out.append("%snot     %s" % (indent, s))
+    runs = [s for s in plan.steps if s.kind in (INSTALL, UNINSTALL, OTHER)]
+    if runs:
+        out.append(indent + "run (%s):" % ("pip of the env's own interpreter" if plan.owner == "pip" else
+                                          "conda, on this env's prefix" if plan.owner == "conda" else "in order"))
+        out.extend("%s  $ %s" % (indent, s.text) for s in runs)
+    shell = [s for s in plan.steps if s.kind == SHELL]
+    if shell:
+        out.append(indent + "shell (sh, bash, zsh):")
+        out.extend("%s  %s" % (indent, s.text) for s in shell)
+    for b in plan.blockers:
+        out.append("%sblocked %s" % (indent, b))
+    for u in plan.unresolved:
+        out.append("%sopen    %s" % (indent, u))
+    for a in plan.automatic:
+        out.append("%sauto    %s" % (indent, a))
+    for n in plan.notes:
+        out.append("%snote    %s" % (indent, n))
+    return out
