@@ -29,6 +29,7 @@ COMMAND_MODULES: Dict[str, str] = {
     "shell": "cudafix.cli.shell",
     "hooks": "cudafix.cli.shell",
     "verify": "cudafix.cli.verify",
+    "warm": "cudafix.cli.warm",
 }
 
 
