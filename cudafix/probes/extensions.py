@@ -36,6 +36,8 @@ CACHE_FILE = "extensions-cache.json"
 CACHE_VERSION = 1
 CACHE_MAX_ENTRIES = 4096
 MAX_DEPTH = 8  # site-packages/pkg/sub/... deeper than this holds no importable module
+MAX_DEPTH_OTHER = 4  # a PYTHONPATH source tree: its in-place built modules sit near the top
+MAX_DIRS = 20000  # directories visited per root: a bound on the walk of a huge PYTHONPATH entry
 MAX_FILES = 20000  # shared objects examined per scan (a bound, never reached by real envs)
 MAX_MISSING_KEPT = 10
 MAX_RODATA = 64 << 20
@@ -65,11 +67,19 @@ def torch_extension_roots(env: Mapping[str, str]) -> List[str]:
     return [os.path.join(base, "torch_extensions")]
 
 
+class WalkLimit(Exception):
+    pass
+
+
 def _walk(root: str, max_depth: int, skip_top: bool) -> Iterator[str]:
     """Shared objects under ``root`` (files only; symlinks to files followed once by realpath)."""
     stack: List[Tuple[str, int]] = [(root, 0)]
+    visited = 0
     while stack:
         d, depth = stack.pop()
+        visited += 1
+        if visited > MAX_DIRS:
+            raise WalkLimit("more than %d directories under %s: the rest were not examined" % (MAX_DIRS, root))
         try:
             it = os.scandir(d)
         except OSError:
@@ -268,7 +278,12 @@ def demangle(name: str) -> Optional[str]:
 
 def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping[str, str]) -> List[Tuple[str, str]]:
     roots: List[Tuple[str, str]] = []
-    seen = set()
+    # The working directory (sys.path[0] of `python -m`) is where cudafix was started, not the
+    # env: walking $HOME is neither wanted nor bounded in time.
+    try:
+        seen = {os.path.realpath(os.getcwd())}
+    except OSError:
+        seen = set()
     for p in sys_path:
         if not p or not os.path.isdir(p) or p.endswith(".zip"):
             continue
@@ -310,7 +325,12 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
             elif kind == "torch extension cache":
                 files = _walk(root, 3, False)
             else:
-                files = _walk(root, MAX_DEPTH, True)
+                files = _walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, True)
+            try:
+                files = list(files)
+            except WalkLimit as exc:
+                info.unknown[root] = str(exc)
+                files = []
             for path in files:
                 real = os.path.realpath(path)
                 if real in seen or not os.path.isfile(real):
