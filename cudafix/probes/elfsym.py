@@ -68,19 +68,15 @@ def needed_symbols(path: str) -> Tuple[Optional[NeededSymbols], str]:
             if sec is None or sec.size > MAX_DYNSYM_BYTES:
                 continue
             rel = _pread(fd, sec.offset, sec.size)
-            for i in range(len(rel) // RELA_SIZE):
-                (info,) = struct.unpack_from("<Q", rel, i * RELA_SIZE + 8)
-                idx = info >> 32
-                if idx:
-                    order.append(idx)
+            rel = rel[: len(rel) - len(rel) % RELA_SIZE]
+            order.extend(info >> 32 for _off, info, _add in struct.iter_unpack("<QQq", rel) if info >> 32)
     except (OSError, ValueError) as exc:
         return None, "cannot read dynamic symbols: %s" % exc
     finally:
         os.close(fd)
-    nsyms = len(syms) // SYM_SIZE
+    syms = syms[: len(syms) - len(syms) % SYM_SIZE]
     undefined: Dict[int, Tuple[str, bool]] = {}
-    for i in range(1, nsyms):
-        st_name, st_info, _other, st_shndx = struct.unpack_from("<IBBH", syms, i * SYM_SIZE)
+    for i, (st_name, st_info, _other, st_shndx, _value, _size) in enumerate(struct.iter_unpack("<IBBHQQ", syms)):
         if st_shndx != SHN_UNDEF or not st_name:
             continue
         end = strs.find(b"\0", st_name)

@@ -56,7 +56,7 @@ SO_RE = re.compile(r"\.so($|\.)")
 
 
 def is_shared_object_name(name: str) -> bool:
-    return bool(SO_RE.search(name)) and not name.endswith((".py", ".pyc", ".txt", ".json"))
+    return ".so" in name and bool(SO_RE.search(name)) and not name.endswith((".py", ".pyc", ".txt", ".json"))
 
 
 def torch_extension_roots(env: Mapping[str, str]) -> List[str]:
@@ -201,13 +201,15 @@ def examine(path: str) -> Optional[Dict[str, Any]]:
         return None
     torch_needed = [n for n in elf.needed if TORCH_LIB_RE.match(n)]
     has_fatbin = ".nv_fatbin" in elf.sections
-    ns, why = elfsym.needed_symbols(path)
+    # Only objects that link torch's libraries import torch's symbols (torch.utils.cpp_extension
+    # and every setup.py build link -lc10 -ltorch...): the others' symbol tables are not read.
+    ns, why = elfsym.needed_symbols(path) if torch_needed else (None, "")
     torch_syms = [s for s in (ns.strong if ns else []) if TORCH_SYM_RE.match(s)]
     if not has_fatbin and not torch_needed and not torch_syms:
         return None
     r: Dict[str, Any] = {"sass": [], "ptx": [], "ptx_bytes": {}, "fatbin_via": "", "unknown": {},
                          "torch_needed": torch_needed, "torch_syms": torch_syms}
-    if ns is None:
+    if ns is None and torch_needed:
         r["unknown"]["torch_symbols"] = why
     if has_fatbin:
         cov = scan_fatbin_uncached(path)
