@@ -32,6 +32,7 @@ COMMAND_MODULES: Dict[str, str] = {
     "verify": "cudafix.cli.verify",
     "fleet": "cudafix.cli.fleet",
     "fix": "cudafix.cli.fix",
+    "warm": "cudafix.cli.warm",
 }
 
 

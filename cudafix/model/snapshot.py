@@ -252,6 +252,44 @@ class NodeInfo:
 
 
 @dataclasses.dataclass
+class ExtensionModule:
+    """One CUDA-bearing or torch-linked shared object the env can import (not torch's own libraries)."""
+
+    path: str
+    package: Optional[str] = None  # owning distribution / conda package / torch extension name
+    package_version: Optional[str] = None
+    owner_via: str = ""  # "RECORD of torchvision-0.29.1.dist-info", "conda-meta/x.json", ...
+    location: str = ""  # "site-packages" | "conda lib" | "torch extension cache"
+    sass: List[str] = dataclasses.field(default_factory=list)
+    ptx: List[str] = dataclasses.field(default_factory=list)
+    ptx_bytes: Dict[str, int] = dataclasses.field(default_factory=dict)
+    fatbin_via: str = ""
+    cudart: Optional[str] = None  # CUDA major it was built against: "13" (DT_NEEDED libcudart.so.13)
+    cudart_linkage: str = ""  # "shared" | "static" | "none" ("" = unknown)
+    cudart_via: str = ""
+    torch_linked: bool = False  # needs libc10/libtorch* or torch's C symbols
+    torch_symbols_checked: int = 0  # how many torch symbols were looked up
+    missing_torch_symbols: List[str] = dataclasses.field(default_factory=list)  # first few, loader order, mangled
+    missing_torch_symbols_count: int = 0
+    missing_demangled: Optional[str] = None  # the first missing symbol, demangled
+    checked_against: Optional[str] = None  # the torch/lib directory the symbols were looked up in
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
+class ExtensionInfo:
+    """Every extension module found on the target interpreter's sys.path, conda lib/ and torch's
+    extension cache.  Added in cudafix 0.x to schema /1: older snapshots load with it empty."""
+
+    modules: List[ExtensionModule] = dataclasses.field(default_factory=list)
+    roots: List[str] = dataclasses.field(default_factory=list)  # directories scanned
+    files_seen: int = 0  # shared objects examined
+    scanned: bool = False  # False: no scan in this snapshot (old file, or the probe failed)
+    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
 class PythonInfo:
     """The interpreter whose environment was inspected."""
 
@@ -280,6 +318,7 @@ class Snapshot:
     toolkits: ToolkitInfo = dataclasses.field(default_factory=ToolkitInfo)
     libraries: LibraryInfo = dataclasses.field(default_factory=LibraryInfo)
     jit_cache: JitCache = dataclasses.field(default_factory=JitCache)
+    extensions: ExtensionInfo = dataclasses.field(default_factory=ExtensionInfo)
     env: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # the CUDA/torch variables that are set
     assumed: Dict[str, Any] = dataclasses.field(default_factory=dict)  # what --assume-* replaced
     probe_errors: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # probe name -> error

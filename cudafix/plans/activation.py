@@ -311,6 +311,7 @@ def render_activate(shell: str, environ: Optional[Mapping[str, str]] = None, wri
     try:
         snap, found = collect(env)
         plan = plan_from_findings(found, env)
+        _start_warm(snap, found, plan, env)
     except Exception as exc:  # activation must still complete: one line, nothing changed
         return mod.restore() + mod.skipped("%s: %s" % (type(exc).__name__, exc))
     if write:
@@ -336,6 +337,26 @@ def write_private_dir(text: str, name: str) -> str:
     with os.fdopen(fd, "wb") as fh:
         fh.write(text.encode("utf-8", "surrogateescape"))
     return d
+
+
+def _start_warm(snap, found, plan: Plan, env: Mapping[str, str]) -> None:
+    """PTX JIT applies (arch-ptx-jit / ext-ptx-jit): compile it now, in the background, with the
+    environment the activated shell will have (cudafix/plans/warm.py).  Never fails activation."""
+    try:
+        from cudafix.plans import warm
+        from cudafix.store import paths
+
+        if not warm.should_start([f.rule for f in found]):
+            return
+        after = dict(env)
+        for name, value in plan.changes:
+            if value is None:
+                after.pop(name, None)
+            else:
+                after[name] = value
+        warm.start_background(snap, [f.rule for f in found], after, paths.env_cache_dir(sys.prefix, env))
+    except Exception:
+        pass  # a warm that cannot start costs only the first run's JIT
 
 
 def render_deactivate(shell: str) -> str:

@@ -186,6 +186,16 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
     _guard(snap, "libraries", _libraries)
 
+    def _extensions() -> None:
+        from cudafix.probes.extensions import probe_extensions
+
+        primary = snap.primary_torch
+        snap.extensions = probe_extensions(sys_path or [], env, prefix=prefix, conda=bool(snap.python.conda_prefix),
+                                           torch_dir=primary.package_dir if primary else None, cache_dir=cache_dir)
+
+    if scan_arch and sys_path is not None:
+        _guard(snap, "extensions", _extensions)
+
     jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env))
     if jc is not None:
         snap.jit_cache = jc

@@ -16,6 +16,7 @@ from cudafix import __version__
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING, Finding, Rule, RuleRun
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET, Fix
 from cudafix.model.snapshot import ArchCoverage, GPU, LibraryResolution, Snapshot
+from cudafix.render import extensions as _extensions
 
 STATUS_SCHEMA = "cudafix.status/1"
 
@@ -532,6 +533,7 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
     _driver(out, snap)
     _gpus(out, snap)
     _torch(out, snap)
+    _extensions.render(out, snap, runs, verbose)
     _toolkits(out, snap)
     _libraries(out, snap, verbose)
     _environment(out, snap)

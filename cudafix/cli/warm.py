@@ -1,0 +1,87 @@
+"""`cudafix warm`: fill the driver's JIT cache for this env's PTX-only code (cudafix/plans/warm.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Dict
+
+import click
+
+
+def _bar(out, fraction: float, elapsed: float, estimate: float, added: int) -> None:
+    width = 30
+    done = int(width * max(0.0, min(fraction, 1.0)))
+    out.write("\r  [%s%s] %3d%%  %.1f s of ~%.1f s  cache +%.1f MB " % (
+        "#" * done, "." * (width - done), int(fraction * 100), elapsed, estimate, added / 1e6))
+    out.flush()
+
+
+@click.command("warm")
+@click.option("--status", "status_only", is_flag=True, help="Show what needs PTX JIT and what is already warm; change nothing.")
+@click.option("--background", is_flag=True, hidden=True, help="Run as activation's detached job: niced, locked, logged.")
+def warm_cmd(status_only: bool, background: bool) -> None:
+    """Compile the PTX this env's GPUs need (torch and extension modules) into the driver's JIT
+    cache, in a child process, before the program's first run."""
+    from cudafix import probes
+    from cudafix.plans import warm
+    from cudafix.store import paths
+
+    env: Dict[str, str] = dict(os.environ)
+    cache_dir = paths.env_cache_dir(sys.prefix, env)
+    lock = None
+    if background:
+        try:
+            os.nice(10)
+        except OSError:
+            pass
+        lock = warm.take_lock(cache_dir)
+        if lock is None:
+            click.echo("%s cudafix warm: another warm holds %s; nothing done" % (time.strftime("%Y-%m-%dT%H:%M:%S"), warm.LOCK_FILE))
+            return
+    try:
+        snap = probes.take_snapshot(env=env, cache_dir=cache_dir)
+    except Exception as exc:
+        click.echo("cudafix: error: cannot probe this environment: %s: %s" % (type(exc).__name__, exc), err=True)
+        sys.exit(2)
+    targets = warm.plan(snap)
+    state = warm.load_state(cache_dir)
+    if status_only:
+        click.echo("\n".join(warm.plan_lines(targets, snap, state, env)))
+        return
+    if not targets:
+        click.echo(warm.plan_lines(targets, snap, state, env)[0])
+        return
+    tty = sys.stderr.isatty() and not background
+    failed = 0
+    for t in targets:
+        key = warm.state_key(snap, t.cc, env)
+        mods = [m for m in t.modules if m.warmable]
+        for m in t.modules:
+            if not m.warmable:
+                click.echo("  skip %s: %s" % (m.label, m.why_not))
+        if not mods:
+            continue
+        if background and all(warm.is_warm(state, key, t, env).get(m.path) for m in mods):
+            click.echo("%s GPU%d CC %s: already warm" % (time.strftime("%Y-%m-%dT%H:%M:%S"), t.gpu.index, t.cc))
+            continue
+        click.echo("%sGPU%d %s (CC %s): compiling %s of PTX in %d module(s), estimate ~%.0f s" % (
+            time.strftime("%Y-%m-%dT%H:%M:%S ") if background else "", t.gpu.index, t.gpu.name, t.cc,
+            "%.1f MB" % (t.ptx_bytes / 1e6), len(mods), t.estimate_s()))
+        progress = (lambda f, e, s, a: _bar(sys.stderr, f, e, s, a)) if tty else None
+        result = warm.run_child(snap.python.executable or sys.executable, t, snap, env, progress=progress)
+        if tty:
+            sys.stderr.write("\n")
+        if result.get("ok"):
+            warm.record(cache_dir, key, t, {k: result[k] for k in ("seconds", "cache_added", "cache_path")})
+            click.echo("  done in %.1f s; JIT cache %s grew by %.1f MB" % (result["seconds"], result["cache_path"], int(result["cache_added"]) / 1e6))  # type: ignore[arg-type]
+        else:
+            failed += 1
+            click.echo("  failed: %s" % result.get("error", "unknown error"), err=not background)
+    if lock is not None:
+        lock.close()
+    sys.exit(1 if failed else 0)
+
+
+COMMANDS = [warm_cmd]

@@ -1,0 +1,331 @@
+"""`cudafix warm`: compile the PTX a GPU needs into the driver's JIT cache before the first run.
+
+How (measured on an H200, docs/gpu.md): a CHILD process loads the real libraries the way the
+program does — ``import torch`` for torch's own fatbins and torch extensions, ``dlopen`` for the
+rest — with ``CUDA_MODULE_LOADING=EAGER``, then calls ``cudaFree(0)`` through the shared CUDA
+runtime: the runtime creates the context and loads every registered module at once, so the
+driver JIT-compiles all of their PTX and writes it to CUDA_CACHE_PATH (the child inherits the
+program's CUDA_CACHE_PATH / CUDA_CACHE_MAXSIZE).  JIT-compiling extracted PTX text with
+cuModuleLoadData does NOT produce cache entries the program's own load hits (the cache key is
+the module image as the runtime registers it), hence the real libraries.  Never in the user's
+process: cuInit in a parent breaks CUDA in its forked children.
+
+One child per distinct compute capability (the cache is per arch), pinned with
+CUDA_VISIBLE_DEVICES.  A module with a *static* CUDA runtime keeps its registrations private to
+that runtime copy: it cannot be warmed from outside (said so, never claimed warm).
+State (what was warmed, for which driver, GPU arch and cache dir) lives in the env's cache dir.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from cudafix.knowledge import arch as karch
+from cudafix.knowledge import gpus as kgpus
+from cudafix.model.snapshot import GPU, Snapshot
+from cudafix.store import cachefile
+
+STATE_FILE = "warm-state.json"
+STATE_VERSION = 1
+LOCK_FILE = "warm.lock"
+LOG_FILE = "warm.log"
+# Driver JIT throughput used only for the estimate shown before/while warming: PTX bytes per
+# second, measured on the H200 (docs/gpu.md: 1.19 MB of compute_75 PTX JIT-compiled for sm_90 in
+# 3.4-3.8 s by driver 580).
+JIT_BYTES_PER_S = 0.33e6
+TRIGGER_RULES = ("arch-ptx-jit", "ext-ptx-jit")
+
+CHILD = r"""
+import ctypes, json, os, sys, time
+spec = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+def say(**kw):
+    sys.stdout.write(json.dumps(kw) + "\n"); sys.stdout.flush()
+if spec["import_torch"]:
+    import torch  # torch loads its libraries as the program does
+    say(step="import torch", t=time.perf_counter() - t0)
+for p in spec["libs"]:
+    try:
+        ctypes.CDLL(p, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+        say(step="dlopen", path=p, t=time.perf_counter() - t0)
+    except OSError as exc:
+        say(step="dlopen-failed", path=p, error=str(exc))
+rc = {}
+for soname in spec["cudarts"]:
+    try:
+        rt = ctypes.CDLL(soname)
+    except OSError as exc:
+        rc[soname] = "cannot load: %s" % exc
+        continue
+    t1 = time.perf_counter()
+    rc[soname] = rt.cudaFree(ctypes.c_void_p(0))
+    say(step="cudaFree", soname=soname, rc=rc[soname], seconds=time.perf_counter() - t1)
+say(step="done", rc=rc, seconds=time.perf_counter() - t0)
+"""
+
+
+@dataclasses.dataclass
+class WarmModule:
+    """One library whose PTX a GPU needs JIT-compiled."""
+
+    path: str
+    label: str  # "torch 2.14.1 (libtorch_cuda.so)", "cfx_ptx75 (unowned)"
+    ptx_bytes: Optional[int]
+    via: str  # "import torch" | "dlopen"
+    cudart: Optional[str]  # soname of the shared runtime that registers it
+    warmable: bool = True
+    why_not: str = ""
+
+
+@dataclasses.dataclass
+class WarmTarget:
+    """One GPU architecture to warm and the modules it needs."""
+
+    cc: str
+    gpu: GPU
+    modules: List[WarmModule]
+
+    @property
+    def ptx_bytes(self) -> int:
+        return sum(m.ptx_bytes or 0 for m in self.modules if m.warmable)
+
+    def estimate_s(self) -> float:
+        return self.ptx_bytes / JIT_BYTES_PER_S
+
+
+def _cc(g: GPU) -> Optional[str]:
+    return g.compute_capability or kgpus.compute_capability(g.name)
+
+
+def plan(snap: Snapshot) -> List[WarmTarget]:
+    """What needs PTX JIT on each visible GPU architecture (pure: from the snapshot)."""
+    targets: Dict[str, WarmTarget] = {}
+    t = snap.primary_torch
+    cudart_major = None
+    if t is not None and t.cuda:
+        cudart_major = t.cuda.split(".", 1)[0]
+    for g in snap.visible_gpus():
+        cc = _cc(g)
+        if cc is None or cc in targets:
+            continue
+        mods: List[WarmModule] = []
+        if t is not None and t.cuda:
+            for a in t.arch:
+                if a.unknown:
+                    continue
+                f = karch.fit(a.sass, a.ptx, cc)
+                if f.kind == "ptx":
+                    mods.append(WarmModule(a.library, "torch %s (%s)" % (t.version or t.dist.version, os.path.basename(a.library)),
+                                           a.ptx_bytes.get(f.entry or ""), "import torch",
+                                           "libcudart.so.%s" % cudart_major if cudart_major else None))
+        for m in snap.extensions.modules:
+            f = karch.fit(m.sass, m.ptx, cc)
+            if f.kind != "ptx":
+                continue
+            label = "%s (%s)" % (os.path.basename(m.path), m.package or "unowned")
+            wm = WarmModule(m.path, label, m.ptx_bytes.get(f.entry or ""), "dlopen",
+                            "libcudart.so.%s" % m.cudart if m.cudart_linkage == "shared" and m.cudart else None)
+            if m.cudart_linkage != "shared":
+                wm.warmable, wm.why_not = False, "its CUDA runtime is %s: the registrations are private to it, no outside process can trigger its load" % (
+                    "linked statically" if m.cudart_linkage == "static" else "unknown")
+            elif m.missing_torch_symbols_count:
+                wm.warmable, wm.why_not = False, "it cannot be loaded: undefined symbol %s (ext-torch-symbols)" % m.missing_torch_symbols[0]
+            mods.append(wm)
+        if mods:
+            targets[cc] = WarmTarget(cc, g, mods)
+    return list(targets.values())
+
+
+def child_spec(target: WarmTarget, snap: Snapshot) -> Dict[str, object]:
+    ext = [m for m in target.modules if m.warmable and m.via == "dlopen"]
+    torch_needed = any(m.warmable and m.via == "import torch" for m in target.modules) or any(
+        e.path == m.path and e.torch_linked for m in ext for e in snap.extensions.modules)
+    cudarts: List[str] = []
+    for m in target.modules:
+        if m.warmable and m.cudart and m.cudart not in cudarts:
+            cudarts.append(m.cudart)
+    return {"import_torch": bool(torch_needed), "libs": [m.path for m in ext], "cudarts": cudarts}
+
+
+def child_env(target: WarmTarget, env: Mapping[str, str]) -> Dict[str, str]:
+    """The program's environment (same JIT cache path and size), pinned to one GPU, loading eagerly."""
+    e = dict(env)
+    e["CUDA_MODULE_LOADING"] = "EAGER"
+    e["CUDAFIX_DISABLE"] = "1"  # the child must not start another warm or print hook notes
+    g = target.gpu
+    if g.uuid:
+        e["CUDA_VISIBLE_DEVICES"] = g.uuid
+    else:
+        e["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        e["CUDA_VISIBLE_DEVICES"] = str(g.index)
+    return e
+
+
+def dir_bytes(path: Optional[str]) -> int:
+    total = 0
+    if not path:
+        return 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def cache_path(env: Mapping[str, str]) -> str:
+    return env.get("CUDA_CACHE_PATH") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".nv", "ComputeCache")
+
+
+# -- state ------------------------------------------------------------------------------------
+
+
+def state_key(snap: Snapshot, cc: str, env: Mapping[str, str]) -> str:
+    drv = snap.driver.kernel_version or snap.driver.libcuda_version or "?"
+    return "%s|%s|%s" % (drv, cc, cache_path(env))
+
+
+def module_sigs(target: WarmTarget) -> Dict[str, object]:
+    return {m.path: cachefile.stat_sig(m.path) for m in target.modules if m.warmable}
+
+
+def is_warm(state: Dict[str, object], key: str, target: WarmTarget, env: Mapping[str, str]) -> Dict[str, bool]:
+    """Per module path: warmed by cudafix for this driver, arch and cache dir, unchanged since,
+    and the cache dir still exists."""
+    ent = state.get(key)
+    mods = ent.get("modules") if isinstance(ent, dict) else None
+    alive = os.path.isdir(cache_path(env))
+    out = {}
+    for m in target.modules:
+        out[m.path] = bool(m.warmable and alive and isinstance(mods, dict) and mods.get(m.path) == cachefile.stat_sig(m.path))
+    return out
+
+
+def load_state(cache_dir: str) -> Dict[str, object]:
+    return cachefile.load(cache_dir, STATE_FILE, STATE_VERSION)
+
+
+def record(cache_dir: str, key: str, target: WarmTarget, result: Dict[str, object]) -> None:
+    state = load_state(cache_dir)
+    state[key] = {"modules": module_sigs(target), "when": time.time(), "result": result}
+    cachefile.store(cache_dir, STATE_FILE, STATE_VERSION, state)
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str, str], progress=None,
+              timeout: float = 3600.0) -> Dict[str, object]:
+    """Warm one target in a child; ``progress(fraction, elapsed, estimate, cache_added)`` is
+    called a few times a second.  Returns the child's last report plus measured numbers."""
+    spec = child_spec(target, snap)
+    cenv = child_env(target, env)
+    cpath = cache_path(cenv)
+    before = dir_bytes(cpath)
+    est = max(target.estimate_s(), 0.5)
+    start = time.monotonic()
+    proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=cenv)
+    try:
+        while proc.poll() is None:
+            el = time.monotonic() - start
+            if el > timeout:
+                proc.kill()
+                break
+            if progress is not None:
+                progress(min(el / est, 0.99), el, est, dir_bytes(cpath) - before)
+            time.sleep(0.25)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    el = time.monotonic() - start
+    steps = []
+    for line in out.decode("utf-8", "replace").splitlines():
+        try:
+            steps.append(json.loads(line))
+        except ValueError:
+            continue
+    done = steps[-1] if steps and steps[-1].get("step") == "done" else None
+    ok = proc.returncode == 0 and done is not None and all(v == 0 for v in (done.get("rc") or {}).values()) and bool(done.get("rc"))
+    failed = [s for s in steps if s.get("step") == "dlopen-failed"]
+    result: Dict[str, object] = {"ok": ok and not failed, "seconds": round(el, 3), "cache_added": dir_bytes(cpath) - before,
+                                 "cache_path": cpath, "steps": steps, "rc": proc.returncode}
+    if not ok:
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        result["error"] = lines[-1] if lines else "child exited with %s" % proc.returncode
+    if failed:
+        result["error"] = "; ".join("%s: %s" % (os.path.basename(s["path"]), s.get("error")) for s in failed)
+    if progress is not None:
+        progress(1.0, el, est, result["cache_added"])
+    return result
+
+
+# -- background start from activation -----------------------------------------------------------
+
+
+def should_start(finding_rules: Sequence[str]) -> bool:
+    return any(r in TRIGGER_RULES for r in finding_rules)
+
+
+def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[str, str], cache_dir: str,
+                     python: Optional[str] = None) -> Optional[str]:
+    """Start `cudafix warm --background` detached and niced when PTX JIT applies and some target
+    is not warm yet for this env + GPU arch + driver.  Returns the log path, or None (nothing to do)."""
+    if not should_start(finding_rules) or env.get("CUDAFIX_NO_WARM"):
+        return None
+    targets = plan(snap)
+    state = load_state(cache_dir)
+    cold = [t for t in targets if not all(is_warm(state, state_key(snap, t.cc, env), t, env).get(m.path) for m in t.modules if m.warmable)]
+    if not cold or not any(m.warmable for t in cold for m in t.modules):
+        return None
+    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+    log = os.path.join(cache_dir, LOG_FILE)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        subprocess.Popen([python or sys.executable, "-m", "cudafix", "warm", "--background"], stdin=subprocess.DEVNULL,
+                         stdout=fd, stderr=fd, env=dict(env), start_new_session=True, close_fds=True)
+    finally:
+        os.close(fd)
+    return log
+
+
+def take_lock(cache_dir: str):
+    """An exclusive, non-blocking lock on the env's warm.lock; None when another warm runs."""
+    import fcntl
+
+    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+    fh = open(os.path.join(cache_dir, LOCK_FILE), "a")
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
+
+
+def plan_lines(targets: Sequence[WarmTarget], snap: Snapshot, state: Dict[str, object], env: Mapping[str, str]) -> List[str]:
+    """`cudafix warm --status`: per GPU arch, each module needing JIT and whether it is warm."""
+    if not targets:
+        return ["nothing to warm: no visible GPU needs PTX JIT for torch or an extension module"]
+    lines = ["JIT cache: %s" % cache_path(env)]
+    for t in targets:
+        warm = is_warm(state, state_key(snap, t.cc, env), t, env)
+        lines.append("GPU%d %s (CC %s): %d module(s), %s of PTX, ~%.0f s to compile" % (
+            t.gpu.index, t.gpu.name, t.cc, len(t.modules), _mb(t.ptx_bytes), t.estimate_s()))
+        for m in t.modules:
+            st = "warm" if warm.get(m.path) else ("not warmable: " + m.why_not if not m.warmable else "cold")
+            lines.append("  %-5s %s  %s PTX  %s" % (st.split(":")[0] if st.startswith("not") else st, m.label,
+                                                     _mb(m.ptx_bytes or 0), (m.why_not if not m.warmable else m.path)))
+    return lines
+
+
+def _mb(n: int) -> str:
+    return "%.1f MB" % (n / 1e6)

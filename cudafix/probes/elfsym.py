@@ -1,0 +1,209 @@
+"""Dynamic symbols of ELF shared objects: what an extension needs, and whether a library defines it.
+
+Answers "would the loader find symbol S in library L" the way the loader does, through L's
+``.gnu.hash`` table (bloom filter, bucket, hash chain, then one name compare), so a 5 MB
+``.dynstr`` (libtorch_cpu.so) is never read whole: a lookup costs a few ``pread`` calls.
+Libraries without ``.gnu.hash`` (very old toolchains) fall back to reading ``.dynsym`` once.
+
+Only 64-bit little-endian objects are read (every CUDA platform torch ships: x86_64, aarch64,
+ppc64le); others answer ``None`` (unknown).  Never raises out of the public functions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from cudafix.probes.elf import ElfError, ElfFile, open_regular, read_elf
+
+SYM_SIZE = 24  # Elf64_Sym
+RELA_SIZE = 24  # Elf64_Rela
+SHN_UNDEF = 0
+STB_WEAK = 2
+MAX_DYNSYM_BYTES = 64 << 20
+MAX_EXT_STRTAB = 32 << 20  # an extension's own .dynstr is read whole (torchvision's: ~300 KB)
+
+
+@dataclasses.dataclass
+class NeededSymbols:
+    """Undefined (imported) dynamic symbols of one object, in the loader's relocation order."""
+
+    strong: List[str]  # non-weak undefined: a miss is "undefined symbol" at dlopen (RTLD_NOW)
+    weak: List[str]
+
+
+def gnu_hash(name: bytes) -> int:
+    h = 5381
+    for c in name:
+        h = (h * 33 + c) & 0xFFFFFFFF
+    return h
+
+
+def needed_symbols(path: str) -> Tuple[Optional[NeededSymbols], str]:
+    """The object's undefined dynamic symbols, ordered as glibc binds them at RTLD_NOW:
+    ``.rela.dyn`` first, then ``.rela.plt``; symbols no relocation names come last."""
+    elf, reason = read_elf(path, with_dynamic=False)
+    if elf is None:
+        return None, reason or "unreadable"
+    if not (elf.elf_class == 64 and elf.little_endian):
+        return None, "only 64-bit little-endian objects are read"
+    dynsym = elf.sections.get(".dynsym")
+    dynstr = elf.sections.get(".dynstr")
+    if dynsym is None or dynstr is None:
+        return NeededSymbols([], []), ""
+    if dynsym.size > MAX_DYNSYM_BYTES or dynstr.size > MAX_EXT_STRTAB:
+        return None, "implausibly large dynamic symbol table"
+    try:
+        fd, _st = open_regular(path)
+    except ElfError as exc:
+        return None, str(exc)
+    try:
+        syms = _pread(fd, dynsym.offset, dynsym.size)
+        strs = _pread(fd, dynstr.offset, dynstr.size)
+        order: List[int] = []
+        for sec_name in (".rela.dyn", ".rela.plt"):
+            sec = elf.sections.get(sec_name)
+            if sec is None or sec.size > MAX_DYNSYM_BYTES:
+                continue
+            rel = _pread(fd, sec.offset, sec.size)
+            rel = rel[: len(rel) - len(rel) % RELA_SIZE]
+            order.extend(info >> 32 for _off, info, _add in struct.iter_unpack("<QQq", rel) if info >> 32)
+    except (OSError, ValueError) as exc:
+        return None, "cannot read dynamic symbols: %s" % exc
+    finally:
+        os.close(fd)
+    syms = syms[: len(syms) - len(syms) % SYM_SIZE]
+    undefined: Dict[int, Tuple[str, bool]] = {}
+    for i, (st_name, st_info, _other, st_shndx, _value, _size) in enumerate(struct.iter_unpack("<IBBHQQ", syms)):
+        if st_shndx != SHN_UNDEF or not st_name:
+            continue
+        end = strs.find(b"\0", st_name)
+        name = strs[st_name:end if end >= 0 else len(strs)].decode("utf-8", "surrogateescape")
+        undefined[i] = (name, (st_info >> 4) == STB_WEAK)
+    seen: Set[int] = set()
+    ordered: List[int] = []
+    for idx in order + sorted(undefined):
+        if idx in undefined and idx not in seen:
+            seen.add(idx)
+            ordered.append(idx)
+    strong = [undefined[i][0] for i in ordered if not undefined[i][1]]
+    weak = [undefined[i][0] for i in ordered if undefined[i][1]]
+    return NeededSymbols(strong, weak), ""
+
+
+def _pread(fd: int, offset: int, size: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    if len(data) != size:
+        raise ValueError("short read at offset %d" % offset)
+    return data
+
+
+class SymbolTable:
+    """Defined dynamic symbols of one library, looked up through its .gnu.hash table."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.error: Optional[str] = None
+        self._fd: Optional[int] = None
+        self._names: Optional[Set[str]] = None  # fallback: every defined name (no .gnu.hash)
+        elf, reason = read_elf(path, with_dynamic=False)
+        if elf is None:
+            self.error = reason or "unreadable"
+            return
+        if not (elf.elf_class == 64 and elf.little_endian):
+            self.error = "only 64-bit little-endian objects are read"
+            return
+        try:
+            self._open(elf)
+        except (ElfError, OSError, ValueError, struct.error) as exc:
+            self.error = "cannot read the dynamic symbols of %s: %s" % (os.path.basename(path), exc)
+            self.close()
+
+    def _open(self, elf: ElfFile) -> None:
+        self._dynsym = elf.sections.get(".dynsym")
+        self._dynstr = elf.sections.get(".dynstr")
+        if self._dynsym is None or self._dynstr is None:
+            self._names = set()
+            return
+        self._fd, _st = open_regular(self.path)
+        gh = elf.sections.get(".gnu.hash")
+        if gh is None:
+            self._names = self._all_defined()
+            return
+        table = _pread(self._fd, gh.offset, gh.size)
+        nbuckets, self._symoffset, bloom_size, self._shift = struct.unpack_from("<IIII", table, 0)
+        if nbuckets == 0 or bloom_size == 0:
+            raise ValueError("empty .gnu.hash")
+        self._bloom = struct.unpack_from("<%dQ" % bloom_size, table, 16)
+        b0 = 16 + 8 * bloom_size
+        self._buckets = struct.unpack_from("<%dI" % nbuckets, table, b0)
+        c0 = b0 + 4 * nbuckets
+        self._chains = table[c0:]
+
+    def _all_defined(self) -> Set[str]:
+        assert self._fd is not None and self._dynsym is not None and self._dynstr is not None
+        if self._dynsym.size > MAX_DYNSYM_BYTES:
+            raise ValueError("implausibly large .dynsym")
+        syms = _pread(self._fd, self._dynsym.offset, self._dynsym.size)
+        strs = _pread(self._fd, self._dynstr.offset, self._dynstr.size)
+        out = set()
+        for i in range(1, len(syms) // SYM_SIZE):
+            st_name, _info, _other, st_shndx = struct.unpack_from("<IBBH", syms, i * SYM_SIZE)
+            if st_shndx != SHN_UNDEF and st_name:
+                end = strs.find(b"\0", st_name)
+                out.add(strs[st_name:end].decode("utf-8", "surrogateescape"))
+        return out
+
+    def defines(self, name: str) -> Optional[bool]:
+        """True / False; None when this library could not be read."""
+        if self.error is not None:
+            return None
+        if self._names is not None:
+            return name in self._names
+        raw = name.encode("utf-8", "surrogateescape")
+        h = gnu_hash(raw)
+        word = self._bloom[(h // 64) % len(self._bloom)]
+        if not (word >> (h % 64)) & 1 or not (word >> ((h >> self._shift) % 64)) & 1:
+            return False
+        idx = self._buckets[h % len(self._buckets)]
+        if idx < self._symoffset:
+            return False
+        while True:
+            ci = 4 * (idx - self._symoffset)
+            if ci + 4 > len(self._chains):
+                return False
+            (ch,) = struct.unpack_from("<I", self._chains, ci)
+            if (ch | 1) == (h | 1) and self._name_is(idx, raw):
+                return True
+            if ch & 1:
+                return False
+            idx += 1
+
+    def _name_is(self, idx: int, raw: bytes) -> bool:
+        assert self._fd is not None and self._dynsym is not None and self._dynstr is not None
+        ent = os.pread(self._fd, SYM_SIZE, self._dynsym.offset + idx * SYM_SIZE)
+        if len(ent) < SYM_SIZE:
+            return False
+        st_name, _info, _other, st_shndx = struct.unpack_from("<IBBH", ent, 0)
+        if st_shndx == SHN_UNDEF:
+            return False
+        got = os.pread(self._fd, len(raw) + 1, self._dynstr.offset + st_name)
+        return got == raw + b"\0"
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+
+def missing_from(names: Sequence[str], tables: Sequence[SymbolTable]) -> Tuple[List[str], Optional[str]]:
+    """The names none of ``tables`` defines (in order); an unreadable table makes the answer unknown."""
+    bad = [t for t in tables if t.error is not None]
+    if bad:
+        return [], bad[0].error
+    return [n for n in names if not any(t.defines(n) for t in tables)], None

@@ -1,0 +1,425 @@
+"""Every CUDA binary the env's Python can import, besides torch's own libraries.
+
+Where: each directory of the target interpreter's sys.path (site-packages, .pth entries,
+PYTHONPATH), the conda env's ``lib/``, and torch's JIT extension cache (``TORCH_EXTENSIONS_DIR``,
+else ``$XDG_CACHE_HOME/torch_extensions`` / ``~/.cache/torch_extensions``, the directory
+``torch.utils.cpp_extension`` builds into).  Per shared object:
+
+- device code: SASS / PTX per arch from its ``.nv_fatbin`` (cudafix.probes.fatbin);
+- the CUDA runtime it was built against: DT_NEEDED ``libcudart.so.N`` (shared), or the static
+  runtime (its ``/cudart.shm.`` string in ``.rodata``; the version is not recorded there);
+- for torch extensions (DT_NEEDED libc10/libtorch*, or torch's C shim symbols), the torch
+  symbols it imports that the installed torch's libraries do not define: the loader's
+  ``undefined symbol`` at import, predicted without importing (cudafix.probes.elfsym).
+
+Not scanned here: ``torch/`` (its libraries are the torch probe's) and ``nvidia/`` and NVIDIA's
+own libraries in conda ``lib/`` (cuBLAS, cuDNN...: loaded as dependencies, never imported,
+resolved by the libraries probe).  Results are cached per file by (realpath, size, mtime_ns),
+plus the stat of torch's libraries for the symbol check.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from cudafix.model.snapshot import ExtensionInfo, ExtensionModule
+from cudafix.probes import elfsym
+from cudafix.probes.elf import read_elf
+from cudafix.probes.fatbin import scan_fatbin_uncached
+from cudafix.store import cachefile
+
+CACHE_FILE = "extensions-cache.json"
+CACHE_VERSION = 1
+CACHE_MAX_ENTRIES = 4096
+MAX_DEPTH = 8  # site-packages/pkg/sub/... deeper than this holds no importable module
+MAX_DEPTH_OTHER = 4  # a PYTHONPATH source tree: its in-place built modules sit near the top
+MAX_DIRS = 20000  # directories visited per root: a bound on the walk of a huge PYTHONPATH entry
+MAX_FILES = 20000  # shared objects examined per scan (a bound, never reached by real envs)
+MAX_MISSING_KEPT = 10
+MAX_RODATA = 64 << 20
+
+SKIP_DIRS = {"__pycache__", "torch", "nvidia", "include", "share", "node_modules", ".git"}
+# NVIDIA's own libraries in a conda lib/: dependencies, never imported (libraries probe).
+VENDOR_PREFIXES = ("libcublas", "libcudnn", "libcufft", "libcusparse", "libcusolver", "libcurand", "libnccl",
+                   "libnvjpeg", "libnpp", "libcudart", "libnvrtc", "libnvJitLink", "libcupti", "libnvToolsExt",
+                   "libcufile", "libnvshmem", "libnvperf", "libcuda", "libnvidia", "libtorch", "libc10",
+                   "libcaffe2", "libshm", "libnvblas", "libnvvm", "libcusparseLt", "libnvfatbin", "libnvptxcompiler")
+TORCH_LIB_RE = re.compile(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
+# Symbols torch's libraries export: C++ names in torch's namespaces (nested names, their vtables /
+# typeinfo), and the C shim of the stable ABI (torchvision >= 0.23 `_C_stable.so`).
+TORCH_SYM_RE = re.compile(r"^(_Z(T[VIS])?N[KVrRO]*(3c10|2at|5torch|6caffe2|4c10d)|aoti_torch_|torch_)")
+SO_RE = re.compile(r"\.so($|\.)")
+
+
+def is_shared_object_name(name: str) -> bool:
+    return ".so" in name and bool(SO_RE.search(name)) and not name.endswith((".py", ".pyc", ".txt", ".json"))
+
+
+def torch_extension_roots(env: Mapping[str, str]) -> List[str]:
+    """Where torch.utils.cpp_extension builds JIT extensions for this user."""
+    if env.get("TORCH_EXTENSIONS_DIR"):
+        return [env["TORCH_EXTENSIONS_DIR"]]
+    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+    return [os.path.join(base, "torch_extensions")]
+
+
+class WalkLimit(Exception):
+    pass
+
+
+def _walk(root: str, max_depth: int, skip_top: bool) -> Iterator[str]:
+    """Shared objects under ``root`` (files only; symlinks to files followed once by realpath)."""
+    stack: List[Tuple[str, int]] = [(root, 0)]
+    visited = 0
+    while stack:
+        d, depth = stack.pop()
+        visited += 1
+        if visited > MAX_DIRS:
+            raise WalkLimit("more than %d directories under %s: the rest were not examined" % (MAX_DIRS, root))
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                name = e.name
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        if depth + 1 < max_depth and name not in SKIP_DIRS and not name.endswith((".dist-info", ".egg-info")):
+                            stack.append((e.path, depth + 1))
+                    elif is_shared_object_name(name) and e.is_file():
+                        yield e.path
+                except OSError:
+                    continue
+
+
+# -- ownership ------------------------------------------------------------------------------------
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class _Owners:
+    """Which distribution's RECORD lists a file (read lazily, one site dir at a time)."""
+
+    def __init__(self) -> None:
+        self._records: Dict[str, List[Tuple[str, str, str, set]]] = {}
+
+    def _load(self, site: str) -> List[Tuple[str, str, str, set]]:
+        if site in self._records:
+            return self._records[site]
+        out = []
+        try:
+            names = sorted(os.listdir(site))
+        except OSError:
+            names = []
+        for n in names:
+            if not n.endswith(".dist-info"):
+                continue
+            stem = n[: -len(".dist-info")]
+            dist, _, version = stem.partition("-")
+            out.append((n, dist, version, set()))
+        self._records[site] = out
+        return out
+
+    def owner(self, site: str, path: str) -> Tuple[Optional[str], Optional[str], str]:
+        rel = os.path.relpath(path, site)
+        top = rel.split(os.sep, 1)[0]
+        recs = self._load(site)
+        # The dist named like the top-level package first (torchvision/ -> torchvision-*.dist-info).
+        recs = sorted(recs, key=lambda r: _norm(r[1]) != _norm(top))
+        for dirname, dist, version, files in recs:
+            if not files:
+                files.update(self._read_record(os.path.join(site, dirname, "RECORD")))
+                files.add("")  # mark as read
+            if rel in files:
+                return dist, version, "RECORD of %s" % dirname
+        return None, None, "no RECORD in %s lists it" % site
+
+    @staticmethod
+    def _read_record(path: str) -> List[str]:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                return [line.split(",", 1)[0] for line in fh if ".so" in line]
+        except OSError:
+            return []
+
+
+def _conda_owner(prefix: str, path: str, cache: Dict[str, Tuple[str, str, str]]) -> Tuple[Optional[str], Optional[str], str]:
+    """The conda-meta record whose "files" list holds ``path``."""
+    if not cache:
+        import json
+
+        meta = os.path.join(prefix, "conda-meta")
+        try:
+            names = os.listdir(meta)
+        except OSError:
+            names = []
+        for n in names:
+            if not n.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(meta, n), encoding="utf-8") as fh:
+                    rec = json.load(fh)
+                for f in rec.get("files") or ():
+                    if ".so" in f:
+                        cache[f] = (str(rec.get("name") or n), str(rec.get("version") or ""), "conda-meta/%s" % n)
+            except (OSError, ValueError, AttributeError, TypeError):
+                continue
+        cache.setdefault("", ("", "", ""))
+    rel = os.path.relpath(path, prefix)
+    hit = cache.get(rel)
+    if hit and hit[0]:
+        return hit[0], hit[1] or None, hit[2]
+    return None, None, "no conda-meta record lists %s" % rel
+
+
+# -- one file ---------------------------------------------------------------------------------
+
+
+def _has_static_cudart(path: str, rodata: Any) -> bool:
+    if rodata is None or rodata.size > MAX_RODATA:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(rodata.offset)
+            return b"/cudart.shm." in fh.read(rodata.size)
+    except OSError:
+        return False
+
+
+def examine(path: str) -> Optional[Dict[str, Any]]:
+    """The torch-independent facts of one shared object, as a JSON-able dict; None when it is
+    neither CUDA-bearing nor torch-linked (or not a loadable ELF)."""
+    elf, _reason = read_elf(path)
+    if elf is None or elf.etype != 3:
+        return None
+    torch_needed = [n for n in elf.needed if TORCH_LIB_RE.match(n)]
+    has_fatbin = ".nv_fatbin" in elf.sections
+    # Only objects that link torch's libraries import torch's symbols (torch.utils.cpp_extension
+    # and every setup.py build link -lc10 -ltorch...): the others' symbol tables are not read.
+    ns, why = elfsym.needed_symbols(path) if torch_needed else (None, "")
+    torch_syms = [s for s in (ns.strong if ns else []) if TORCH_SYM_RE.match(s)]
+    if not has_fatbin and not torch_needed and not torch_syms:
+        return None
+    r: Dict[str, Any] = {"sass": [], "ptx": [], "ptx_bytes": {}, "fatbin_via": "", "unknown": {},
+                         "torch_needed": torch_needed, "torch_syms": torch_syms}
+    if ns is None and torch_needed:
+        r["unknown"]["torch_symbols"] = why
+    if has_fatbin:
+        cov = scan_fatbin_uncached(path)
+        if cov.unknown:
+            r["unknown"]["device_code"] = cov.unknown
+        r.update(sass=cov.sass, ptx=cov.ptx, ptx_bytes=cov.ptx_bytes, fatbin_via=cov.found_via)
+    cudart = [n for n in elf.needed if n.startswith("libcudart.so")]
+    if cudart:
+        major = cudart[0][len("libcudart.so."):].split(".", 1)[0] or None
+        r.update(cudart=major, cudart_linkage="shared", cudart_via="DT_NEEDED %s" % cudart[0])
+    elif _has_static_cudart(path, elf.sections.get(".rodata")):
+        r.update(cudart=None, cudart_linkage="static",
+                 cudart_via="static CUDA runtime (its /cudart.shm. string in .rodata); the version is not recorded in the binary")
+        r["unknown"]["cudart"] = "statically linked CUDA runtime: its version is not recorded in the binary"
+    elif has_fatbin:
+        r.update(cudart=None, cudart_linkage="none", cudart_via="no libcudart in DT_NEEDED and no static runtime")
+    return r
+
+
+# -- the torch symbol check ---------------------------------------------------------------------
+
+
+class TorchSymbols:
+    """The dynamic symbol tables of one torch's libraries (opened once per scan)."""
+
+    def __init__(self, lib_dir: str) -> None:
+        self.lib_dir = lib_dir
+        self.tables: List[elfsym.SymbolTable] = []
+        self.sig: List[Any] = []
+        try:
+            names = sorted(n for n in os.listdir(lib_dir) if TORCH_LIB_RE.match(n))
+        except OSError as exc:
+            self.error: Optional[str] = "cannot list %s: %s" % (lib_dir, exc.strerror or exc)
+            return
+        self.error = None if names else "no torch libraries in %s" % lib_dir
+        for n in names:
+            p = os.path.join(lib_dir, n)
+            self.tables.append(elfsym.SymbolTable(p))
+            self.sig.append([n, cachefile.stat_sig(p)])
+
+    def missing(self, names: List[str]) -> Tuple[List[str], Optional[str]]:
+        if self.error:
+            return [], self.error
+        return elfsym.missing_from(names, self.tables)
+
+    def close(self) -> None:
+        for t in self.tables:
+            t.close()
+
+
+def demangle(name: str) -> Optional[str]:
+    """c++filt's reading of a mangled name (binutils); None when c++filt is not installed."""
+    if not name.startswith("_Z"):
+        return name
+    tool = shutil.which("c++filt")
+    if tool is None:
+        return None
+    try:
+        out = subprocess.run([tool, name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             stdin=subprocess.DEVNULL, timeout=10).stdout.decode("utf-8", "replace").strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out or None
+
+
+# -- the scan --------------------------------------------------------------------------------------
+
+
+def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping[str, str]) -> List[Tuple[str, str]]:
+    roots: List[Tuple[str, str]] = []
+    # The working directory (sys.path[0] of `python -m`) is where cudafix was started, not the
+    # env: walking $HOME is neither wanted nor bounded in time.
+    try:
+        seen = {os.path.realpath(os.getcwd())}
+    except OSError:
+        seen = set()
+    for p in sys_path:
+        if not p or not os.path.isdir(p) or p.endswith(".zip"):
+            continue
+        real = os.path.realpath(p)
+        if real in seen:
+            continue
+        # The stdlib's lib-dynload holds CPython's own modules: no CUDA, no torch.
+        if os.path.basename(real) == "lib-dynload" or re.search(r"/lib/python\d\.\d+$", real):
+            continue
+        seen.add(real)
+        roots.append((p, "site-packages" if os.path.basename(real) in ("site-packages", "dist-packages") else "sys.path"))
+    if conda and prefix and os.path.isdir(os.path.join(prefix, "lib")):
+        roots.append((os.path.join(prefix, "lib"), "conda lib"))
+    for r in torch_extension_roots(env):
+        if os.path.isdir(r):
+            roots.append((r, "torch extension cache"))
+    return roots
+
+
+def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Optional[str] = None,
+                     conda: bool = False, torch_dir: Optional[str] = None,
+                     cache_dir: Optional[str] = None) -> ExtensionInfo:
+    """Scan the env (see the module docstring); ``torch_dir`` is the primary torch package dir."""
+    info = ExtensionInfo(scanned=True)
+    roots = _roots(sys_path, prefix, conda, env)
+    info.roots = [r for r, _ in roots]
+    cache = cachefile.load(cache_dir, CACHE_FILE, CACHE_VERSION) if cache_dir else {}
+    dirty = False
+    owners = _Owners()
+    conda_cache: Dict[str, Tuple[str, str, str]] = {}
+    tsyms: Optional[TorchSymbols] = None
+    torch_lib = os.path.join(torch_dir, "lib") if torch_dir else None
+    seen = set()
+    try:
+        for root, kind in roots:
+            if kind == "conda lib":
+                files: Iterator[str] = (os.path.join(root, n) for n in _listdir(root)
+                                        if is_shared_object_name(n) and not n.startswith(VENDOR_PREFIXES))
+            elif kind == "torch extension cache":
+                files = _walk(root, 3, False)
+            else:
+                files = _walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, True)
+            try:
+                files = list(files)
+            except WalkLimit as exc:
+                info.unknown[root] = str(exc)
+                files = []
+            for path in files:
+                real = os.path.realpath(path)
+                if real in seen or not os.path.isfile(real):
+                    continue
+                seen.add(real)
+                info.files_seen += 1
+                if info.files_seen > MAX_FILES:
+                    info.unknown["files"] = "more than %d shared objects: the rest were not examined" % MAX_FILES
+                    break
+                sig = cachefile.stat_sig(real)
+                ent = cache.get(real)
+                if isinstance(ent, dict) and ent.get("sig") == sig and "facts" in ent:
+                    facts = ent["facts"]
+                else:
+                    facts = examine(real)
+                    ent = {"sig": sig, "facts": facts}
+                    cache[real] = ent
+                    dirty = True
+                if facts is None:
+                    continue
+                mod = _module(path, kind, root, facts, owners, prefix, conda_cache)
+                if mod.torch_linked:
+                    if torch_lib is None:
+                        mod.unknown["torch_symbols"] = "no torch installed to check its torch symbols against"
+                    else:
+                        key = [torch_lib, None]
+                        if tsyms is None:
+                            tsyms = TorchSymbols(torch_lib)
+                        key[1] = tsyms.sig
+                        sym = ent.get("symcheck")
+                        if not (isinstance(sym, dict) and sym.get("key") == key):
+                            missing, err = tsyms.missing(list(facts.get("torch_syms") or ()))
+                            sym = {"key": key, "missing": missing[:MAX_MISSING_KEPT], "count": len(missing), "error": err,
+                                   "demangled": demangle(missing[0]) if missing else None}
+                            if not err:
+                                ent["symcheck"] = sym
+                                dirty = True
+                        _apply_symcheck(mod, sym, torch_lib, len(facts.get("torch_syms") or ()))
+                info.modules.append(mod)
+    finally:
+        if tsyms is not None:
+            tsyms.close()
+    if dirty and cache_dir:
+        while len(cache) > CACHE_MAX_ENTRIES:
+            cache.pop(next(iter(cache)))
+        cachefile.store(cache_dir, CACHE_FILE, CACHE_VERSION, cache)
+    info.found_via["modules"] = "ELF headers, .nv_fatbin and dynamic symbols of %d shared objects under %d directories" % (
+        info.files_seen, len(roots))
+    return info
+
+
+def _listdir(d: str) -> List[str]:
+    try:
+        return sorted(os.listdir(d))
+    except OSError:
+        return []
+
+
+def _module(path: str, kind: str, root: str, facts: Dict[str, Any], owners: _Owners, prefix: Optional[str],
+            conda_cache: Dict[str, Tuple[str, str, str]]) -> ExtensionModule:
+    m = ExtensionModule(path=path, location=kind)
+    m.sass = list(facts.get("sass") or ())
+    m.ptx = list(facts.get("ptx") or ())
+    m.ptx_bytes = {str(k): int(v) for k, v in (facts.get("ptx_bytes") or {}).items()}
+    m.fatbin_via = str(facts.get("fatbin_via") or "")
+    m.cudart = facts.get("cudart")
+    m.cudart_linkage = str(facts.get("cudart_linkage") or "")
+    m.cudart_via = str(facts.get("cudart_via") or "")
+    m.unknown = dict(facts.get("unknown") or {})
+    m.torch_linked = bool(facts.get("torch_needed") or facts.get("torch_syms"))
+    if kind == "conda lib" and prefix:
+        m.package, m.package_version, m.owner_via = _conda_owner(prefix, path, conda_cache)
+    elif kind == "torch extension cache":
+        rel = os.path.relpath(path, root).split(os.sep)
+        m.package = rel[1] if len(rel) >= 3 else os.path.splitext(os.path.basename(path))[0]
+        m.owner_via = "torch extension cache %s (torch.utils.cpp_extension.load)" % os.path.join(root, *rel[:-1])
+    else:
+        m.package, m.package_version, m.owner_via = owners.owner(root, path)
+    return m
+
+
+def _apply_symcheck(m: ExtensionModule, sym: Dict[str, Any], torch_lib: str, checked: int) -> None:
+    if sym.get("error"):
+        m.unknown["torch_symbols"] = str(sym["error"])
+        return
+    m.checked_against = torch_lib
+    m.torch_symbols_checked = checked
+    m.missing_torch_symbols = [str(s) for s in sym.get("missing") or ()]
+    m.missing_torch_symbols_count = int(sym.get("count") or 0)
+    m.missing_demangled = sym.get("demangled")

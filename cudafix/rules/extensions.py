@@ -1,0 +1,278 @@
+"""Extension-module rules: the CUDA code of torchvision's _C, xformers, flash-attn, setup.py-built
+ops and torch's JIT extension cache — device code per GPU, PTX JIT, CUDA runtime major, and torch
+symbols missing from the installed torch (the import's `undefined symbol`).  Facts come from the
+extension scan (cudafix.probes.extensions): the binaries themselves, never an import."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from typing import Iterable, List, Optional, Tuple
+
+from cudafix.knowledge import arch as karch
+from cudafix.knowledge import gpus as kgpus
+from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.model.fixes import Fix
+from cudafix.model.snapshot import GPU, ExtensionModule, Snapshot
+from cudafix.rules._util import fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, unknown
+
+CPP_EXT_DOC = "https://pytorch.org/docs/stable/cpp_extension.html"
+NVCC_DOC = "https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/index.html#gpu-compilation"
+
+
+def _mods(snap: Snapshot) -> List[ExtensionModule]:
+    return list(snap.extensions.modules)
+
+
+def _not_scanned(snap: Snapshot, subject: str) -> Optional[Outcome]:
+    if not snap.extensions.scanned:
+        why = snap.probe_errors.get("extensions") or "no extension scan in this snapshot"
+        return unknown("extension modules not scanned: %s" % why, subject=subject)
+    return None
+
+
+def _name(m: ExtensionModule) -> str:
+    return os.path.basename(m.path)
+
+
+def _pkg(m: ExtensionModule) -> str:
+    if m.package:
+        return "%s %s" % (m.package, m.package_version) if m.package_version else m.package
+    return "an unowned file"
+
+
+def _cc(g: GPU) -> Optional[str]:
+    return g.compute_capability or kgpus.compute_capability(g.name)
+
+
+def _gpus(snap: Snapshot) -> List[Tuple[GPU, Optional[str]]]:
+    return [(g, _cc(g)) for g in snap.visible_gpus()]
+
+
+def arch_list(ccs: Iterable[str]) -> str:
+    """TORCH_CUDA_ARCH_LIST for these compute capabilities ("9.0;12.0"), sorted, unique."""
+    out: List[str] = []
+    for cc in sorted(set(ccs), key=lambda c: major_minor(c) or (0, 0)):
+        mm = major_minor(cc)
+        if mm:
+            out.append("%d.%d" % mm)
+    return ";".join(out)
+
+
+def rebuild(snap: Snapshot, m: ExtensionModule, ccs: List[str]) -> Fix:
+    """The command that rebuilds ``m``'s package with native code for ``ccs``."""
+    archs = arch_list(ccs)
+    env = 'TORCH_CUDA_ARCH_LIST="%s"' % archs
+    py = shlex.quote(snap.python.executable or "python")
+    if m.location == "torch extension cache":
+        d = os.path.dirname(m.path)
+        return Fix(summary="delete the cached build of torch extension %s and let torch.utils.cpp_extension rebuild it with %s set in the program's environment" % (m.package or _name(m), env),
+                   commands=("rm -rf %s" % shlex.quote(d), "export %s" % env))
+    if m.location == "conda lib" and m.package:
+        return Fix(summary="install a build of the conda package %s with code for compute capability %s (its channel's build matrix decides; rebuild from its recipe otherwise)" % (m.package, archs))
+    if m.package:
+        spec = "%s==%s" % (m.package, m.package_version) if m.package_version else m.package
+        # --no-deps: a --force-reinstall must not reinstall (and so change) the env's torch.
+        cmd = "%s %s -m pip install --no-build-isolation --force-reinstall --no-deps --no-binary %s %s" % (
+            env, py, shlex.quote(m.package), shlex.quote(spec))
+        return Fix(summary="rebuild %s from source for compute capability %s against the installed torch" % (m.package, archs),
+                   commands=(cmd,))
+    return Fix(summary="rebuild %s from its sources with %s (no package record owns it)" % (m.path, env))
+
+
+def _fit(m: ExtensionModule, cc: str) -> karch.Fit:
+    return karch.fit(m.sass, m.ptx, cc)
+
+
+def _has_code(m: ExtensionModule) -> bool:
+    return bool(m.sass or m.ptx)
+
+
+def _no_gpu(snap: Snapshot, subject: str) -> Outcome:
+    if snap.gpus.gpus and not snap.visible_gpus():
+        return ok("no visible GPU: extension device code is not needed", subject=subject)
+    why = snap.gpus.unknown.get("gpus")
+    if why and not no_nvidia(snap):
+        return unknown("GPU list unknown: %s" % why, subject=subject)
+    return ok("no NVIDIA GPU: extension device code is not needed", subject=subject)
+
+
+def _code_text(m: ExtensionModule) -> str:
+    return "%s (%s, %s): SASS %s; PTX %s (%s)" % (_name(m), _pkg(m), m.owner_via or m.location, " ".join(m.sass) or "none",
+                                                 " ".join(m.ptx) or "none", m.fatbin_via or ".nv_fatbin")
+
+
+def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
+    """Outcomes of ext-arch-unsupported (want="none") and ext-ptx-jit (want="ptx")."""
+    subject = "extensions"
+    skipped = _not_scanned(snap, subject)
+    if skipped:
+        return [skipped]
+    mods = [m for m in _mods(snap) if _has_code(m) or "device_code" in m.unknown]
+    if not mods:
+        return [ok("no extension module with CUDA device code", subject=subject)]
+    gpus = _gpus(snap)
+    if not gpus:
+        return [_no_gpu(snap, subject)]
+    out: List[Outcome] = []
+    for m in mods:
+        if "device_code" in m.unknown:
+            out.append(unknown("%s: device code unreadable" % _name(m), m.unknown["device_code"], subject=_name(m)))
+            continue
+        hit = []
+        unknown_gpus = []
+        for g, cc in gpus:
+            if cc is None:
+                unknown_gpus.append(g)
+                continue
+            f = _fit(m, cc)
+            if f.kind == want:
+                hit.append((g, cc, f))
+        if not hit:
+            if unknown_gpus:
+                out.append(unknown("%s: compute capability of %s unknown" % (_name(m), ", ".join(g.name for g in unknown_gpus)), subject=_name(m)))
+            else:
+                out.append(ok("%s: %s" % (_name(m), "code for every visible GPU" if want == "none" else "no PTX JIT needed"), subject=_name(m)))
+            continue
+        ccs = [cc for _, cc, _ in hit]
+        labels = ", ".join(gpu_label(g) for g, _, _ in hit)
+        fix = rebuild(snap, m, ccs)
+        if want == "none":
+            ev = [_code_text(m), "%s: SASS sm_XY runs only on the same major with minor >= Y; PTX compute_XY is JIT-compiled for CC >= X.Y (%s)" % (labels, NVCC_DOC)]
+            out.append(problem("%s (%s) has no code for %s: its kernels fail with 'no kernel image is available for execution on the device'"
+                               % (_name(m), _pkg(m), labels), ev, fix=fix, subject=_name(m)))
+        else:
+            entries = sorted({f.entry or "" for _, _, f in hit})
+            size = sum(m.ptx_bytes.get(e, 0) for e in entries) if all(e in m.ptx_bytes for e in entries) else None
+            ev = [_code_text(m), "%s: no SASS of its major; the driver JIT-compiles %s PTX (%s) at the module's first load, "
+                  "then caches it in CUDA_CACHE_PATH up to CUDA_CACHE_MAXSIZE" % (labels, "/".join(entries), fmt_bytes(size))]
+            fix = Fix(summary="`cudafix warm` compiles it ahead of the first run; native: " + fix.summary, commands=("cudafix warm",) + fix.commands)
+            out.append(problem("%s (%s) runs on %s only through PTX JIT of %s: stall at first load"
+                               % (_name(m), _pkg(m), labels, fmt_bytes(size)), ev, fix=fix, subject=_name(m)))
+    return out
+
+
+def check_ext_arch_unsupported(snap: Snapshot) -> Iterable[Outcome]:
+    return _per_gpu(snap, "none")
+
+
+def check_ext_ptx_jit(snap: Snapshot) -> Iterable[Outcome]:
+    return _per_gpu(snap, "ptx")
+
+
+def check_ext_cuda_major(snap: Snapshot) -> Iterable[Outcome]:
+    subject = "extensions"
+    skipped = _not_scanned(snap, subject)
+    if skipped:
+        return [skipped]
+    t = snap.primary_torch
+    mods = [m for m in _mods(snap) if m.cudart_linkage == "shared" and m.cudart]
+    if not mods:
+        return [ok("no extension module links a shared CUDA runtime", subject=subject)]
+    if t is None or not t.cuda:
+        return [ok("no CUDA torch build to compare the extensions' CUDA runtime with", subject=subject)]
+    tmm = major_minor(t.cuda)
+    out: List[Outcome] = []
+    for m in mods:
+        if tmm is None or not (m.cudart or "").isdigit():
+            out.append(unknown("%s: CUDA major unknown" % _name(m), subject=_name(m)))
+            continue
+        if int(m.cudart or 0) == tmm[0]:
+            out.append(ok("%s: CUDA runtime %s, as torch's CUDA %s" % (_name(m), m.cudart, t.cuda), subject=_name(m)))
+            continue
+        ev = [_code_text(m), "%s needs libcudart.so.%s (%s); torch %s ships and loads the CUDA %s runtime" % (
+            _name(m), m.cudart, m.cudart_via, t.version or t.dist.version, t.cuda),
+              "a second CUDA runtime must be found by the loader (else: 'libcudart.so.%s: cannot open shared object file') and supported by the driver; "
+              "CUDA objects (streams, events, memory pools) do not cross between runtimes" % m.cudart]
+        gpus_ccs = [cc for _, cc in _gpus(snap) if cc]
+        fix = rebuild(snap, m, gpus_ccs) if gpus_ccs else rebuild(snap, m, [])
+        out.append(problem("%s (%s) was built against CUDA %s; torch is CUDA %s" % (_name(m), _pkg(m), m.cudart, t.cuda),
+                           ev, fix=Fix(summary=fix.summary.replace("rebuild ", "rebuild (with the CUDA %s toolkit) " % t.cuda, 1), commands=fix.commands),
+                           subject=_name(m)))
+    return out
+
+
+def check_ext_torch_symbols(snap: Snapshot) -> Iterable[Outcome]:
+    subject = "extensions"
+    skipped = _not_scanned(snap, subject)
+    if skipped:
+        return [skipped]
+    mods = [m for m in _mods(snap) if m.torch_linked]
+    if not mods:
+        return [ok("no extension module links torch", subject=subject)]
+    t = snap.primary_torch
+    out: List[Outcome] = []
+    for m in mods:
+        if "torch_symbols" in m.unknown:
+            out.append(unknown("%s: whether the installed torch has its symbols is unknown" % _name(m), m.unknown["torch_symbols"], subject=_name(m)))
+            continue
+        if not m.missing_torch_symbols_count:
+            out.append(ok("%s: all %d torch symbols it imports are defined by %s" % (_name(m), m.torch_symbols_checked, m.checked_against), subject=_name(m)))
+            continue
+        first = m.missing_torch_symbols[0] if m.missing_torch_symbols else "?"
+        shown = m.missing_demangled or first
+        label = "torch %s" % (t.version or t.dist.version) if t else "the installed torch"
+        ev = [_code_text(m) if _has_code(m) else "%s (%s, %s)" % (_name(m), _pkg(m), m.owner_via or m.location),
+              "%d of the %d torch symbols it imports are defined by no library in %s (looked up through their .gnu.hash tables)" % (
+                  m.missing_torch_symbols_count, m.torch_symbols_checked, m.checked_against),
+              "first in the loader's binding order: %s" % first]
+        if m.missing_demangled and m.missing_demangled != first:
+            ev.append("demangled: %s" % m.missing_demangled)
+        ev.append("it was built against another torch: a C++ extension runs only with the torch release (and C++ ABI) it was compiled with (%s)" % CPP_EXT_DOC)
+        ccs = [cc for _, cc in _gpus(snap) if cc]
+        fix = rebuild(snap, m, ccs)
+        out.append(problem("%s (%s) needs %s, which %s does not define: import fails with 'undefined symbol: %s'"
+                           % (_name(m), _pkg(m), shown, label, first), ev,
+                           fix=Fix(summary=fix.summary + " (or install the torch it was built for)", commands=fix.commands),
+                           subject=_name(m)))
+    return out
+
+
+RULES = (
+    Rule(
+        id="ext-arch-unsupported",
+        severity=ERROR,
+        title="An extension module has neither SASS nor usable PTX for a visible GPU",
+        check=check_ext_arch_unsupported,
+        cause="Extensions carry their own device code, built for TORCH_CUDA_ARCH_LIST / -gencode at build time (setup.py ops, wheels like torchvision, xformers, flash-attn, the torch extension cache). Code for sm_80 only does not run on sm_90; torch itself may be fine.",
+        symptoms=("RuntimeError: CUDA error: no kernel image is available for execution on the device",
+                  "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device"),
+        evidence_used="the SASS and PTX entries of each extension's .nv_fatbin, each visible GPU's compute capability",
+        fix_text="rebuild the owning package for this GPU: TORCH_CUDA_ARCH_LIST=\"X.Y\" python -m pip install --no-build-isolation --force-reinstall --no-deps --no-binary PKG PKG==VER (exact command per package); torch extension cache: delete the build dir.",
+        sources=(CPP_EXT_DOC, NVCC_DOC),
+    ),
+    Rule(
+        id="ext-ptx-jit",
+        severity=WARNING,
+        title="An extension module runs on a visible GPU only through PTX JIT (stall at first load)",
+        check=check_ext_ptx_jit,
+        cause="An extension built with PTX only for an older arch (e.g. TORCH_CUDA_ARCH_LIST=\"7.5+PTX\") is JIT-compiled by the driver when its module loads; the result is cached in CUDA_CACHE_PATH up to CUDA_CACHE_MAXSIZE.",
+        symptoms=("first inference hangs for seconds to minutes, GPU idle, one CPU core busy",),
+        evidence_used="PTX entries and sizes of each extension's .nv_fatbin, each visible GPU's compute capability",
+        fix_text="`cudafix warm` fills the JIT cache ahead of the first run (activation starts it in the background); the real fix is a native rebuild (exact command).",
+        sources=(NVCC_DOC, "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"),
+    ),
+    Rule(
+        id="ext-cuda-major",
+        severity=WARNING,
+        title="An extension module was built against another CUDA major than torch's",
+        check=check_ext_cuda_major,
+        cause="An extension linking libcudart.so.12 beside a CUDA 13 torch loads a second runtime: it must be on the loader path and supported by the driver, and CUDA objects do not cross between the two runtimes. torch's cpp_extension refuses such builds ('The detected CUDA version mismatches the version that was used to compile PyTorch'); prebuilt wheels don't ask.",
+        symptoms=("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",),
+        evidence_used="DT_NEEDED libcudart.so.N of each extension, torch's CUDA version (version.py)",
+        fix_text="rebuild the package with the toolkit of torch's CUDA major (exact command), or install its wheel for torch's CUDA.",
+        sources=(CPP_EXT_DOC,),
+    ),
+    Rule(
+        id="ext-torch-symbols",
+        severity=ERROR,
+        title="An extension module imports torch symbols the installed torch does not define",
+        check=check_ext_torch_symbols,
+        cause="C++ extensions bind to mangled c10/at/torch symbols of the torch they were compiled against; torch has no stable C++ ABI across releases, so an extension built for another torch fails at import.",
+        symptoms=("ImportError: .../_C.so: undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs",
+                  "OSError: .../libtorchaudio.so: undefined symbol: ..."),
+        evidence_used="each torch-linked extension's undefined dynamic symbols (relocation order) looked up in the .gnu.hash tables of the installed torch's libraries",
+        fix_text="rebuild the extension against the installed torch (exact command), or install the torch it was built for.",
+        sources=(CPP_EXT_DOC,),
+    ),
+)

@@ -1,0 +1,333 @@
+"""Every CUDA binary in the env (issue 14): the scan, the ext-* rules and `cudafix warm`'s plan,
+on REAL modules built here by nvcc (tests/extbuild.py), torchvision 0.29.1's own `_C_stable.so`
+from PyPI, and the real torch 2.14.1+cu130 / 2.5.1+cu124 venvs.
+
+Independent truths: NVIDIA's cuobjdump (the copy Triton ships in the torch-cu venv) for device
+code, binutils' readelf / nm for DT_NEEDED and dynamic symbols, a real `import` for undefined
+symbols, importlib.metadata for ownership.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from cudafix.model.snapshot import GPU, Snapshot
+from cudafix.probes import elfsym
+from cudafix.probes import extensions as pext
+from cudafix.plans import warm
+from tests import extbuild
+from tests.conftest import REPO, VENVS
+
+CI = os.environ.get("CI") == "true"
+
+
+def _need(ok: bool, what: str) -> None:
+    if not ok:
+        (pytest.fail if CI else pytest.skip)("prerequisite missing: %s" % what)
+
+
+def _venv(name: str) -> pathlib.Path:
+    py = VENVS / name / "bin" / "python"
+    _need(py.exists(), "test venv %s (tests/make_venvs.sh)" % py)
+    return py
+
+
+def _site(name: str) -> pathlib.Path:
+    return VENVS / name / "lib" / "python3.11" / "site-packages"
+
+
+def _cuobjdump() -> str:
+    p = _site("torch-cu") / "triton" / "backends" / "nvidia" / "bin" / "cuobjdump"
+    _need(p.exists(), "cuobjdump (Triton's copy in the torch-cu venv)")
+    return str(p)
+
+
+def cuobjdump_archs(path: str):
+    """(SASS, PTX) sets as NVIDIA's cuobjdump lists them."""
+    out = subprocess.run([_cuobjdump(), "--list-elf", "--list-ptx", path], capture_output=True, text=True).stdout
+    sass = set(re.findall(r"^ELF file\s+\d+: .*\.(sm_\d+[af]?)\.cubin$", out, re.M))
+    ptx = {"compute_" + a[3:] for a in re.findall(r"^PTX file\s+\d+: .*\.(sm_\d+[af]?)\.ptx$", out, re.M)}
+    return sass, ptx
+
+
+def readelf_needed(path: str):
+    _need(shutil.which("readelf") is not None, "readelf (binutils)")
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", out)
+
+
+def _nvcc() -> str:
+    n = extbuild.nvcc_path()
+    _need(n is not None, "nvcc (/usr/local/cuda-13.0)")
+    return n
+
+
+# -- built modules ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def plain_modules():
+    """Plain CUDA libraries (no torch) in the combinations issue 14 names."""
+    _nvcc()
+    return {
+        "sm80-shared": extbuild.build_kernels("cfx_sm80", ["-gencode=arch=compute_80,code=sm_80"], cudart="shared"),
+        "ptx75-static": extbuild.build_kernels("cfx_ptx75", ["-gencode=arch=compute_75,code=compute_75"], cudart="static"),
+        "multi-compressed": extbuild.build_kernels(
+            "cfx_multi", ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=[sm_90,compute_90]"],
+            cudart="shared", nkernels=40, extra=["-Xfatbin=-compress-all"]),
+        "multi-plain": extbuild.build_kernels(
+            "cfx_multi", ["-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=[sm_90,compute_90]"],
+            cudart="shared", nkernels=40, extra=["-no-compress"]),
+    }
+
+
+@pytest.fixture(scope="session")
+def ext_cu():
+    """A torch extension (sm_80 SASS) built against torch 2.14.1+cu130's headers and libraries."""
+    _nvcc()
+    return extbuild.build_torch_ext("cfx_ext", str(_venv("torch-cu")), ["-gencode=arch=compute_80,code=sm_80"])
+
+
+@pytest.fixture(scope="session")
+def ext_251():
+    """The same extension built against torch 2.5.1+cu124."""
+    _nvcc()
+    return extbuild.build_torch_ext("cfx_ext", str(_venv("torch-251")), ["-gencode=arch=compute_80,code=sm_80"])
+
+
+@pytest.mark.parametrize("name", ["sm80-shared", "ptx75-static", "multi-compressed", "multi-plain"])
+def test_device_code_and_runtime_match_cuobjdump_and_readelf(plain_modules, name):
+    path = plain_modules[name]
+    facts = pext.examine(path)
+    assert facts is not None
+    sass, ptx = cuobjdump_archs(path)
+    assert sass or ptx
+    assert set(facts["sass"]) == sass and set(facts["ptx"]) == ptx
+    needed = [n for n in readelf_needed(path) if n.startswith("libcudart.so")]
+    if needed:
+        assert facts["cudart_linkage"] == "shared" and facts["cudart"] == needed[0].split(".so.")[1].split(".")[0]
+    else:
+        assert name.endswith("static") and facts["cudart_linkage"] == "static" and facts["cudart"] is None
+
+
+def test_compressed_fatbin_really_compressed(plain_modules):
+    # Same code, -compress-all vs -compress-none: the compressed fatbin is smaller, and the scan
+    # reads both the same (PTX size: the uncompressed text size, from the entry header).
+    comp, plain = pext.examine(plain_modules["multi-compressed"]), pext.examine(plain_modules["multi-plain"])
+    assert os.path.getsize(plain_modules["multi-compressed"]) < os.path.getsize(plain_modules["multi-plain"])
+    assert comp["sass"] == plain["sass"] and comp["ptx"] == plain["ptx"] == ["compute_90"]
+    assert comp["ptx_bytes"]["compute_90"] >= plain["ptx_bytes"]["compute_90"] * 0.9
+
+
+def test_torchvision_c_scanned_for_real():
+    py = _venv("torchvision-cu")
+    info = pext.probe_extensions([str(_site("torchvision-cu"))], os.environ, torch_dir=str(_site("torch-cu") / "torch"))
+    by = {os.path.basename(m.path): m for m in info.modules}
+    c = by["_C_stable.so"]
+    sass, ptx = cuobjdump_archs(c.path)
+    assert set(c.sass) == sass and set(c.ptx) == ptx
+    # ownership: importlib.metadata in that venv lists the file under torchvision
+    code = "import importlib.metadata as m; d=m.distribution('torchvision'); print(d.version); print(any(str(f).endswith('torchvision/_C_stable.so') for f in d.files))"
+    out = subprocess.run([str(py), "-c", code], capture_output=True, text=True, env=dict(os.environ, CUDAFIX_DISABLE="1")).stdout.split()
+    assert (c.package, c.package_version) == ("torchvision", out[0]) and out[1] == "True"
+    assert c.cudart == "13" and "libcudart.so.13" in readelf_needed(c.path)
+    # no missing torch symbol predicted; truth: the loader binds it with RTLD_NOW after `import torch`
+    assert c.torch_linked and c.torch_symbols_checked > 0 and c.missing_torch_symbols_count == 0
+    real = subprocess.run([str(py), "-c", "import torch, ctypes, os; ctypes.CDLL(%r, mode=os.RTLD_NOW)" % c.path],
+                          capture_output=True, text=True, env=dict(os.environ, CUDAFIX_DISABLE="1"), timeout=300)
+    assert real.returncode == 0, real.stderr[-500:]
+
+
+def test_needed_symbols_and_gnu_hash_lookup_agree_with_nm():
+    _need(shutil.which("nm") is not None, "nm (binutils)")
+    tv = str(_site("torchvision-cu") / "torchvision" / "_C_stable.so")
+    ns, why = elfsym.needed_symbols(tv)
+    assert ns is not None, why
+    und = subprocess.run(["nm", "-D", "--undefined-only", tv], capture_output=True, text=True).stdout
+    truth = {l.split()[-1].split("@")[0] for l in und.splitlines() if l.split() and l.split()[0] == "U"}
+    assert set(ns.strong) == truth
+    for venv in ("torch-cu", "torch-251"):
+        lib = _site(venv) / "torch" / "lib"
+        tables = [elfsym.SymbolTable(str(p)) for p in sorted(lib.glob("lib*.so"))]
+        missing, err = elfsym.missing_from(ns.strong, tables)
+        assert err is None
+        defined = set()
+        for p in lib.glob("lib*.so"):
+            out = subprocess.run(["nm", "-D", "--defined-only", str(p)], capture_output=True, text=True).stdout
+            defined.update(l.split()[-1].split("@")[0] for l in out.splitlines() if l.strip())
+        assert missing == [n for n in ns.strong if n not in defined]
+        if venv == "torch-251":  # torchvision 0.29's stable-ABI shim calls are newer than torch 2.5
+            assert any(m.startswith("aoti_torch_") for m in missing)
+
+
+# -- torch extensions across venvs ------------------------------------------------------------------
+
+
+def _status(python: pathlib.Path, ext_dir: str, *args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), ext_dir]), CUDAFIX_DISABLE="1",
+               XDG_CACHE_HOME=os.environ.get("CUDAFIX_TEST_XDG", "/tmp/cudafix-test-xdg-%d" % os.getuid()))
+    p = subprocess.run([str(python), "-m", "cudafix", "status", "--json", "--assume-gpu", "NVIDIA H200", *args],
+                       capture_output=True, text=True, env=env, timeout=300, cwd="/")
+    assert p.returncode in (0, 1), p.stderr[-2000:]
+    return json.loads(p.stdout)
+
+
+def _real_import(python: pathlib.Path, ext: str):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(ext), CUDAFIX_DISABLE="1")
+    name = os.path.basename(ext).split(".", 1)[0]
+    return subprocess.run([str(python), "-c", "import torch, %s" % name], capture_output=True, text=True, env=env, timeout=300)
+
+
+def _findings(doc: dict, rule: str, subject: str):
+    return [f for f in doc["findings"] if f["rule"] == rule and f["subject"] == subject]
+
+
+@pytest.mark.parametrize("built,run_in", [("cu", "torch-cu"), ("cu", "torch-251"), ("251", "torch-251"), ("251", "torch-cu")])
+def test_missing_torch_symbol_predicted_equals_real_import_error(ext_cu, ext_251, built, run_in):
+    ext = ext_cu if built == "cu" else ext_251
+    py = _venv(run_in)
+    doc = _status(py, os.path.dirname(ext))
+    name = os.path.basename(ext)
+    real = _real_import(py, ext)
+    sym = _findings(doc, "ext-torch-symbols", name)
+    m = re.search(r"undefined symbol: (\S+)", real.stderr)
+    if real.returncode == 0:
+        assert not sym, sym
+    else:
+        assert m, real.stderr[-800:]
+        assert len(sym) == 1 and sym[0]["severity"] == "error"
+        assert "undefined symbol: %s'" % m.group(1) in sym[0]["message"]
+        demangled = subprocess.run(["c++filt", m.group(1)], capture_output=True, text=True).stdout.strip()
+        assert demangled in sym[0]["message"]
+    # Built against one torch and placed into the other: the import really fails (both ways:
+    # 2.5.1 wheels use the pre-C++11 string ABI, 2.14.1 added c10 symbols); at home it imports.
+    native = {"cu": "torch-cu", "251": "torch-251"}[built]
+    assert (real.returncode == 0) == (run_in == native), real.stderr[-800:]
+
+
+def test_cuda_major_and_arch_rules_on_h200(ext_cu):
+    doc = _status(_venv("torch-251"), os.path.dirname(ext_cu))
+    name = os.path.basename(ext_cu)
+    major = _findings(doc, "ext-cuda-major", name)
+    assert len(major) == 1 and "CUDA 13" in major[0]["message"] and "CUDA 12.4" in major[0]["message"]
+    doc = _status(_venv("torch-cu"), os.path.dirname(ext_cu))
+    assert not _findings(doc, "ext-cuda-major", name)
+    arch = _findings(doc, "ext-arch-unsupported", name)
+    assert len(arch) == 1 and arch[0]["severity"] == "error" and "sm_90" in arch[0]["message"]
+    assert "TORCH_CUDA_ARCH_LIST=\"9.0\"" in arch[0]["fix"]["summary"]
+
+
+def test_pip_owned_module_gets_the_rebuild_command():
+    from cudafix.model.snapshot import ExtensionModule
+    from cudafix.rules.extensions import rebuild
+
+    snap = Snapshot()
+    snap.python.executable = "/envs/a b/bin/python"
+    m = ExtensionModule(path="/x/site-packages/flash_attn_2_cuda.so", package="flash_attn", package_version="2.8.3",
+                        location="site-packages")
+    fix = rebuild(snap, m, ["9.0", "8.6", "9.0"])
+    assert fix.commands == ("TORCH_CUDA_ARCH_LIST=\"8.6;9.0\" '/envs/a b/bin/python' -m pip install --no-build-isolation "
+                            "--force-reinstall --no-deps --no-binary flash_attn flash_attn==2.8.3",)
+
+
+# -- scan mechanics ---------------------------------------------------------------------------------
+
+
+def test_cache_hit_skips_examination(plain_modules, tmp_path, monkeypatch):
+    d = os.path.dirname(plain_modules["sm80-shared"])
+    first = pext.probe_extensions([d], {}, cache_dir=str(tmp_path))
+    assert [os.path.basename(m.path) for m in first.modules] == ["libcfx_sm80.so"]
+
+    def boom(path):
+        raise AssertionError("examined again: %s" % path)
+
+    monkeypatch.setattr(pext, "examine", boom)
+    second = pext.probe_extensions([d], {}, cache_dir=str(tmp_path))
+    assert [m.__dict__ for m in second.modules] == [m.__dict__ for m in first.modules]
+
+
+def test_torch_extension_cache_dir_scanned(plain_modules, tmp_path):
+    root = tmp_path / "torch_extensions" / "py311_cu130" / "myop"
+    root.mkdir(parents=True)
+    shutil.copy(plain_modules["ptx75-static"], str(root / "myop.so"))
+    info = pext.probe_extensions([], {"TORCH_EXTENSIONS_DIR": str(tmp_path / "torch_extensions")})
+    (m,) = info.modules
+    assert m.location == "torch extension cache" and m.package == "myop" and m.ptx == ["compute_75"]
+
+
+def test_snapshot_round_trip_and_old_snapshots(plain_modules):
+    snap = Snapshot()
+    snap.extensions = pext.probe_extensions([os.path.dirname(plain_modules["ptx75-static"])], {})
+    back = Snapshot.from_json(snap.to_json())
+    assert back.extensions == snap.extensions and back.extensions.scanned
+    old = json.loads(snap.to_json())
+    del old["extensions"]  # a /1 snapshot written before the extension scan existed
+    from cudafix import rules
+
+    runs = rules.run(Snapshot.from_dict(old), rules.select(only=["ext-ptx-jit", "ext-torch-symbols"]))
+    assert [r.verdict for r in runs] == ["unknown", "unknown"]
+
+
+# -- warm -------------------------------------------------------------------------------------------
+
+
+def _h200_snap(paths):
+    snap = Snapshot()
+    snap.gpus.gpus = [GPU(index=0, name="NVIDIA H200", compute_capability="9.0", uuid="GPU-x")]
+    snap.extensions = pext.probe_extensions(sorted({os.path.dirname(p) for p in paths}), {})
+    snap.python.executable = sys.executable
+    return snap
+
+
+def test_warm_plan(plain_modules):
+    snap = _h200_snap([plain_modules["ptx75-static"], plain_modules["sm80-shared"], plain_modules["multi-plain"]])
+    (t,) = warm.plan(snap)
+    by = {os.path.basename(m.path): m for m in t.modules}
+    # sm80-only: nothing to JIT (no code at all: ext-arch-unsupported); multi: sm_90 SASS, no JIT.
+    assert set(by) == {"libcfx_ptx75.so"}
+    m = by["libcfx_ptx75.so"]
+    assert m.ptx_bytes and not m.warmable and "statically" in m.why_not
+    lines = warm.plan_lines([t], snap, {}, {"CUDA_CACHE_PATH": "/nonexistent"})
+    assert "not" in lines[2] and "statically" in lines[2]
+
+
+def test_warm_child_failure_is_never_recorded_as_warm(ext_cu, tmp_path):
+    # This machine has no GPU: the child's cudaFree(0) fails; the result says so.
+    snap = Snapshot()
+    snap.gpus.gpus = [GPU(index=0, name="NVIDIA H200", compute_capability="9.0")]
+    from cudafix.model.snapshot import ExtensionModule
+
+    snap.extensions.scanned = True
+    snap.extensions.modules = [ExtensionModule(path=ext_cu, ptx=["compute_75"], ptx_bytes={"compute_75": 1000},
+                                               cudart="13", cudart_linkage="shared", torch_linked=True)]
+    (t,) = warm.plan(snap)
+    env = dict(os.environ, CUDA_CACHE_PATH=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
+    res = warm.run_child(str(_venv("torch-cu")), t, snap, env, timeout=300)
+    assert res["ok"] is False and res["error"]
+    assert res["steps"][0]["step"] == "import torch"  # the child loaded torch, then the module
+    assert any(s.get("step") == "dlopen" for s in res["steps"])
+
+
+def test_background_start_once_logged(tmp_path, plain_modules):
+    snap = _h200_snap([plain_modules["multi-plain"]])
+    assert warm.start_background(snap, ["arch-unsupported"], {}, str(tmp_path)) is None  # no JIT finding
+    assert warm.start_background(snap, ["ext-ptx-jit"], {}, str(tmp_path)) is None  # nothing warmable
+    snap.extensions.modules[0].sass = []  # compute_90 PTX only now: needs JIT, warmable (shared runtime)
+    env = dict(os.environ, PYTHONPATH=str(REPO), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    log = warm.start_background(snap, ["ext-ptx-jit"], env, str(tmp_path))
+    assert log == str(tmp_path / warm.LOG_FILE)
+    import time
+
+    deadline = time.time() + 120
+    while time.time() < deadline and "nothing to warm" not in open(log).read():
+        time.sleep(0.5)
+    # The detached job probed this (GPU-less) machine itself and found nothing to warm.
+    assert "nothing to warm" in open(log).read()
