@@ -10,9 +10,9 @@
     snap(H200, {"env.TORCH_CUDA_ARCH_LIST": DELETE})                # drop a key
 
 The base is a real recording (``H200`` = tests/fixtures/h200/snapshot.json, `cudafix snapshot` on
-the project's H200 device machine, see tests/fixtures/h200/README.md).  Everything not overridden
-is what that machine reported.  The result's ``source`` names the base and every override, so a
-failing test shows exactly what was changed from the recording.
+the project's H200 device machine, see tests/fixtures/h200/SOURCES.md), or any other labelled
+fixture.  Everything not overridden is what that machine reported.  The result's ``source`` names
+the base's kind, the base and every override, so a failing test shows exactly what was changed.
 """
 
 from __future__ import annotations
@@ -131,8 +131,9 @@ def build(base: Union[str, Mapping[str, Any]] = H200, overrides: Optional[Mappin
         set_path(doc, path, value)
     if flat:
         said = ", ".join("%s=%s" % (p, "<deleted>" if v is DELETE else json.dumps(v)) for p, v in flat.items())
-        base_name = base if isinstance(base, str) else "a snapshot dict"
-        doc["source"] = "recorded base tests/fixtures/%s + overrides: %s" % (base_name, said)
+        base_name = "tests/fixtures/" + base if isinstance(base, str) else "a snapshot dict"
+        kind = (doc.get("_fixture") or {}).get("kind", "unlabelled")  # say what the base is
+        doc["source"] = "%s base %s + overrides: %s" % (kind, base_name, said)
     return doc
 
 

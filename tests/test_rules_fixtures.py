@@ -21,7 +21,7 @@ from cudafix.knowledge import version_tuple
 from cudafix.model.findings import OK, PROBLEM
 from cudafix.model.fixes import REMOVE_PATH, SET, UNSET
 from cudafix.model.snapshot import Snapshot
-from tests.snapbuild import H200, snap
+from tests.snapbuild import DELETE, H200, snap
 
 SNAPS = pathlib.Path(__file__).resolve().parent / "fixtures" / "snapshots"
 CACHE_MAX = str(4 * 1024 ** 3)
@@ -65,6 +65,16 @@ BUILT = {  # name -> (base, overrides)
     "yolov9 conda h100 + cache disabled": (YOLOV9 % "h100-conda", CACHE_DISABLED),
     "yolov9 conda h100 + cache unwritable": (YOLOV9 % "h100-conda", CACHE_UNWRITABLE),
     "yolov9 pip h200": (YOLOV9 % "h200-pip", {}),
+    # what-ifs on another fixture: the machine of siliconflow/onediff#1061 with torch 2.6.0+cu124
+    # (needs CUDA 12.4, driver 535 = 12.2: minor-version compatibility), the assumed 2-GPU box with
+    # a valid CUDA_VISIBLE_DEVICES, the assumed mixed-GPU workstation with CUDA_DEVICE_ORDER set
+    "onediff + torch 2.6.0+cu124": ("snapshots/onediff_driver_ok.json", {
+        "torch.0.version": "2.6.0+cu124", "torch.0.cuda": "12.4", "torch.0.dist.version": "2.6.0",
+        "torch.0.dist.found_via": "/usr/local/lib/python3.10/dist-packages/torch-2.6.0.dist-info"}),
+    "2-GPU box + CUDA_VISIBLE_DEVICES=1,0": ("snapshots/f12_visible_devices_invalid.json", {
+        "env.CUDA_VISIBLE_DEVICES": "1,0", "gpus.visible": [1, 0]}),
+    "mixed GPUs + CUDA_DEVICE_ORDER=PCI_BUS_ID": ("snapshots/mixed_gpus_device_order.json", {
+        "env.CUDA_DEVICE_ORDER": "PCI_BUS_ID", "gpus.visible": [0, 1], "gpus.unknown.visible": DELETE}),
 }
 
 
@@ -119,7 +129,7 @@ EXPECT = {
     "h200 + CUDA_MODULE_LOADING=EAGER": {"module-loading-eager": ("warning", ["EAGER"], False)},
     "h200 + CUDA_VISIBLE_DEVICES=''": {"cuda-visible-devices-hides-all": ("error", ["CUDA_VISIBLE_DEVICES=''"], False)},
     "mixed_gpus_device_order.json": {"device-order": ("warning", ["RTX 3090", "RTX 4090"], False)},
-    "onediff_cu124_minor_compat.json": {"driver-minor-compat": ("warning", ["535.183.01", "12.2", "12.4"], False)},
+    "onediff + torch 2.6.0+cu124": {"driver-minor-compat": ("warning", ["535.183.01", "12.2", "12.4"], False)},
     "birefnet_alloc_conf_invalid.json": {"alloc-conf-invalid": ("error", ["expandable_segments", "2.0.1"], True)},
     # recorded on this project's GPU-less dev box by a cudafix without the PCI probe: whether the
     # machine has an NVIDIA GPU is unknown, so no-driver says unknown (test_old_snapshot_...)
@@ -134,8 +144,8 @@ EXPECT = {
     # healthy counterparts
     "h200 recorded": {},  # `cudafix check --strict` there: 0 errors, 0 warnings (docs/gpu-raw/h200-status.txt)
     "onediff_driver_ok.json": {},
-    "f12_visible_devices_ok.json": {},
-    "mixed_gpus_pci_order.json": {},
+    "2-GPU box + CUDA_VISIBLE_DEVICES=1,0": {},
+    "mixed GPUs + CUDA_DEVICE_ORDER=PCI_BUS_ID": {},
     "birefnet_alloc_conf_ok.json": {},
 }
 

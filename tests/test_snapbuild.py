@@ -55,6 +55,11 @@ def test_a_typo_fails_loudly(bad):
         build(H200, bad)
 
 
+def test_the_source_says_what_the_base_is():
+    d = build("snapshots/onediff_driver_ok.json", {"torch.0.version": "2.6.0+cu124"})
+    assert d["source"].startswith("transcribed base tests/fixtures/snapshots/onediff_driver_ok.json + overrides: ")
+
+
 def test_the_base_is_not_changed():
     before = recording()
     build(H200, {"env.CUDA_MODULE_LOADING": "EAGER", "gpus.gpus.0.name": "x"})
