@@ -10,6 +10,7 @@ from typing import Iterable, List
 
 from cudafix.knowledge import arch_drivers as ad
 from cudafix.knowledge import cuda_driver
+from cudafix.knowledge import gpus as gpu_table
 from cudafix.model.findings import ERROR, Outcome, Rule
 from cudafix.model.fixes import Fix
 from cudafix.model.snapshot import Snapshot
@@ -62,7 +63,10 @@ def check_driver_gpu(snap: Snapshot) -> Iterable[Outcome]:
     bad_gpus: List[str] = []
     evidence: List[str] = ["driver %s (branch R%d%s)" % (dv, branch, "; %s" % via if via else "")]
     for g in gpus:
-        mm = major_minor(g.compute_capability) if g.compute_capability else None
+        # /proc/driver/nvidia/gpus (the hook's probe, no NVML) names the GPU but gives no compute
+        # capability: the product table (knowledge.gpus, cited per row) fills it from the name.
+        cc_text = g.compute_capability or gpu_table.compute_capability(g.name)
+        mm = major_minor(cc_text) if cc_text else None
         if mm is None:
             out.append(unknown("%s: compute capability unknown, so its architecture is unknown" % gpu_label(g), subject="GPU%d" % g.index))
             continue
