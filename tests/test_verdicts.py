@@ -294,3 +294,11 @@ def test_every_rule_declares_needs_and_a_scope():
         assert r.needs and set(r.needs) <= names, r.id
         assert r.scope in SCOPES
     assert {r.id for r in rules.REGISTRY if r.scope == BUILD} == {"cuda-home-mismatch", "cuda-home-missing"}
+
+
+def test_gpu_named_by_proc_without_compute_capability_is_judged_from_the_product_table():
+    snap = assume.apply(Snapshot.load(str(H200)), "470.57.02", [])
+    snap.gpus.gpus[0].compute_capability = None  # as /proc/driver/nvidia/gpus records it
+    snap.gpus.gpus[0].found_via = "/proc/driver/nvidia/gpus/0000:00:06.0/information"
+    run = verdicts(snap)["driver-gpu-unsupported"]
+    assert run.verdict == PROBLEM and "Hopper" in " ".join(run.findings()[0].evidence)

@@ -10,6 +10,7 @@ from typing import Iterable, List
 
 from cudafix.knowledge import arch_drivers as ad
 from cudafix.knowledge import cuda_driver
+from cudafix.knowledge import gpus as gpu_table
 from cudafix.model.findings import ERROR, Outcome, Rule
 from cudafix.model.fixes import Fix
 from cudafix.model.snapshot import Snapshot
@@ -62,7 +63,10 @@ def check_driver_gpu(snap: Snapshot) -> Iterable[Outcome]:
     bad_gpus: List[str] = []
     evidence: List[str] = ["driver %s (branch R%d%s)" % (dv, branch, "; %s" % via if via else "")]
     for g in gpus:
-        mm = major_minor(g.compute_capability) if g.compute_capability else None
+        # /proc/driver/nvidia/gpus (the hook's probe, no NVML) names the GPU but gives no compute
+        # capability: the product table (knowledge.gpus, cited per row) fills it from the name.
+        cc_text = g.compute_capability or gpu_table.compute_capability(g.name)
+        mm = major_minor(cc_text) if cc_text else None
         if mm is None:
             out.append(unknown("%s: compute capability unknown, so its architecture is unknown" % gpu_label(g), subject="GPU%d" % g.index))
             continue
@@ -103,13 +107,14 @@ RULES = (
         title="The driver branch cannot drive the GPU's architecture (too old, or past its last branch)",
         check=check_driver_gpu,
         needs=("driver", "gpus"),
-        cause="Each GPU architecture is driven from the first driver branch of the first CUDA toolkit that supports it (Hopper and Ada: CUDA 11.8, R520; Blackwell: CUDA 12.8, R570; Ampere: CUDA 11.0, R450), and NVIDIA ends support after a last branch (Maxwell, Pascal, Volta: R580; Kepler: R470). Outside that range the driver does not drive the GPU: no CUDA device at all, whatever torch build is installed.",
+        cause="Each GPU architecture is driven from the first driver branch of the first CUDA toolkit that supports it (Hopper and Ada: CUDA 11.8, R520; Blackwell: CUDA 12.8, R570; Ampere: CUDA 11.0, R450), and NVIDIA ends support after a last branch (Maxwell, Pascal, Volta: R580; Kepler: R470). Outside that range the driver does not drive the GPU: no CUDA device at all, whatever torch build is installed. The same shows on a real machine as a loaded driver whose NVML lists none of the NVIDIA GPUs on the PCI bus (the kernel log names why: a legacy-only GPU, or an open kernel module on a GPU without GSP).",
         symptoms=(
             "torch.cuda.is_available() returns False",
             "No devices were found",
         ),
-        evidence_used="the driver version (kernel module, else libcuda; or --assume-driver), each GPU's compute capability (NVML, or --assume-gpu), NVIDIA's architecture matrix and the toolkit release notes' minimum drivers (cudafix/knowledge/arch_drivers.py)",
+        evidence_used="the driver version (kernel module, else libcuda; or --assume-driver), each GPU's compute capability (NVML, or --assume-gpu), the NVIDIA GPUs on the PCI bus (/sys/bus/pci/devices), NVIDIA's architecture matrix and the toolkit release notes' minimum drivers (cudafix/knowledge/arch_drivers.py)",
         fix_text="upgrade the driver to at least the architecture's first branch (e.g. >= 520.61.05 for Hopper, >= 570.26 for Blackwell); for Maxwell/Pascal/Volta stay on R580 or older, for Kepler on R470 or older.",
-        sources=(ad.MATRIX, ad.RN, ad.AIE23),
+        sources=(ad.MATRIX, ad.RN, ad.AIE23, "https://github.com/zzzhouuu/truenas-nvidia-drivers/issues/20",
+                 "https://github.com/NixOS/nixos-hardware/issues/1828"),
     ),
 )
