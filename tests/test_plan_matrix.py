@@ -177,3 +177,18 @@ def test_named_cases_from_the_issue(installed_sets):
     # an RTX 5090 on a CUDA 12.4 driver: no torch helps, the driver must be upgraded first
     p = plan("cu124", "550.54.14", "NVIDIA GeForce RTX 5090")
     assert p.target is None and driver_gap(12040, ["12.0"]) and p.blockers[0].startswith("upgrade the NVIDIA driver to >= ")
+
+
+def test_knowledge_arch_rows_match_the_real_wheels(installed_sets):
+    """The planner's arch lists (knowledge) against the device code really in the wheels here
+    (cudafix's fatbin scan, itself checked against cuobjdump in tests/test_fatbin.py; the
+    cuobjdump listing of both libraries is recorded in docs/remedies.md)."""
+    for name, extra_ok in (("cu130", {"sm_89"}), ("cu124", set())):
+        t = installed_sets[name].primary_torch
+        main = next(a for a in t.arch if a.library.endswith("/libtorch_cuda.so"))
+        variant = "cu" + t.cuda.replace(".", "")
+        sass, ptx = tb.wheel_arch_list(t.version, variant)
+        assert set(sass) <= set(main.sass), (t.version, sass, main.sass)
+        assert ptx == main.ptx == []
+        plain = {s for s in main.sass if s[-1].isdigit()}  # sm_90a / sm_103f: arch-specific, run on that GPU only
+        assert plain - set(sass) <= extra_ok, (t.version, sorted(plain - set(sass)))
