@@ -192,3 +192,33 @@ def test_knowledge_arch_rows_match_the_real_wheels(installed_sets):
         assert ptx == main.ptx == []
         plain = {s for s in main.sass if s[-1].isdigit()}  # sm_90a / sm_103f: arch-specific, run on that GPU only
         assert plain - set(sass) <= extra_ok, (t.version, sorted(plain - set(sass)))
+
+
+HOSTILE = "/opt/cu da/'\";&&$(x) `y`\\\n\u00e9"  # quote, semicolon, $(), backticks, backslash, newline, non-ASCII
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash", "dash", "zsh"])
+def test_plan_shell_lines_run_in_the_shells_they_name(shell, tmp_path):
+    """The plan's env lines (labelled sh, bash, zsh) set exactly the value, even a hostile one."""
+    import shutil
+    import subprocess
+
+    from cudafix.model.fixes import PREPEND_PATH, SET, UNSET, EnvOp
+    from cudafix.plans.commands import env_line
+
+    exe = shutil.which(shell)
+    if exe is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("%s missing (./run test installs it)" % shell)
+        pytest.skip("%s not installed" % shell)
+    lines = [env_line(EnvOp(SET, "CUDA_HOME", HOSTILE)), env_line(EnvOp(UNSET, "CUDA_LAUNCH_BLOCKING")),
+             env_line(EnvOp(PREPEND_PATH, "LD_LIBRARY_PATH", HOSTILE))]
+    script = "\n".join(lines) + '\nprintf "%s|%s|%s" "$CUDA_HOME" "${CUDA_LAUNCH_BLOCKING-unset}" "$LD_LIBRARY_PATH"\n'
+    env = {"PATH": os.environ["PATH"], "CUDA_LAUNCH_BLOCKING": "1", "LD_LIBRARY_PATH": "/a:/b"}
+    out = subprocess.run([exe, "-c", script], capture_output=True, text=True, env=env, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "%s|unset|%s:/a:/b" % (HOSTILE, HOSTILE)
+    # and with the variable unset before: no stray ':' entry
+    env.pop("LD_LIBRARY_PATH")
+    out = subprocess.run([exe, "-c", script], capture_output=True, text=True, env=env, timeout=30)
+    assert out.stdout.endswith("|" + HOSTILE)

@@ -52,7 +52,6 @@ MAX_TRIED = 80  # candidates simulated at most (there are ~60 release x variant 
 POINTER = "cudafix fix"  # rules point here instead of printing install commands themselves
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Change:
     """One package moved by the plan."""
