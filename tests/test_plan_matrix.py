@@ -222,3 +222,23 @@ def test_plan_shell_lines_run_in_the_shells_they_name(shell, tmp_path):
     env.pop("LD_LIBRARY_PATH")
     out = subprocess.run([exe, "-c", script], capture_output=True, text=True, env=env, timeout=30)
     assert out.stdout.endswith("|" + HOSTILE)
+
+
+def test_conda_owned_torch_gets_conda_commands_of_its_era():
+    """A conda env whose torch is a pytorch-channel package (recorded yolov9 fixture): up to 2.5 the
+    pytorch/nvidia channels; a Python only 2.6+ supports (what-if 3.13) moves it to conda-forge."""
+    from tests.conftest import FIXTURES
+
+    snap = Snapshot.load(str(FIXTURES / "snapshots" / "yolov9_conda_h100.json"))
+    old = planner.make_plan(assume.apply(snap, "580.95.05", ["NVIDIA H200"]))
+    assert [s.argv for s in old.steps if s.kind == planner.INSTALL] == [(
+        "conda", "install", "-p", "/opt/conda/envs/yolov9", "pytorch==2.0.1", "torchvision==0.15.2", "pytorch-cuda=11.8",
+        "-c", "pytorch", "-c", "nvidia")]
+    new_py = copy.deepcopy(snap)
+    new_py.python.version = "3.13.1"
+    plan = planner.make_plan(assume.apply(new_py, "580.95.05", ["NVIDIA H200"]))
+    (step,) = [s for s in plan.steps if s.kind == planner.INSTALL]
+    assert step.argv == ("conda", "install", "-p", "/opt/conda/envs/yolov9", "-c", "conda-forge", "pytorch=2.6.0=cuda*",
+                         "torchvision==0.21.0", "cuda-version=12.6")
+    assert "'pytorch=2.6.0=cuda*'" in step.text  # quoted: the shell must not glob it
+    assert any("conda-forge" in n and "unconfirmed" in n for n in plan.notes)
