@@ -177,3 +177,68 @@ def test_named_cases_from_the_issue(installed_sets):
     # an RTX 5090 on a CUDA 12.4 driver: no torch helps, the driver must be upgraded first
     p = plan("cu124", "550.54.14", "NVIDIA GeForce RTX 5090")
     assert p.target is None and driver_gap(12040, ["12.0"]) and p.blockers[0].startswith("upgrade the NVIDIA driver to >= ")
+
+
+def test_knowledge_arch_rows_match_the_real_wheels(installed_sets):
+    """The planner's arch lists (knowledge) against the device code really in the wheels here
+    (cudafix's fatbin scan, itself checked against cuobjdump in tests/test_fatbin.py; the
+    cuobjdump listing of both libraries is recorded in docs/remedies.md)."""
+    for name, extra_ok in (("cu130", {"sm_89"}), ("cu124", set())):
+        t = installed_sets[name].primary_torch
+        main = next(a for a in t.arch if a.library.endswith("/libtorch_cuda.so"))
+        variant = "cu" + t.cuda.replace(".", "")
+        sass, ptx = tb.wheel_arch_list(t.version, variant)
+        assert set(sass) <= set(main.sass), (t.version, sass, main.sass)
+        assert ptx == main.ptx == []
+        plain = {s for s in main.sass if s[-1].isdigit()}  # sm_90a / sm_103f: arch-specific, run on that GPU only
+        assert plain - set(sass) <= extra_ok, (t.version, sorted(plain - set(sass)))
+
+
+HOSTILE = "/opt/cu da/'\";&&$(x) `y`\\\n\u00e9"  # quote, semicolon, $(), backticks, backslash, newline, non-ASCII
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash", "dash", "zsh"])
+def test_plan_shell_lines_run_in_the_shells_they_name(shell, tmp_path):
+    """The plan's env lines (labelled sh, bash, zsh) set exactly the value, even a hostile one."""
+    import shutil
+    import subprocess
+
+    from cudafix.model.fixes import PREPEND_PATH, SET, UNSET, EnvOp
+    from cudafix.plans.commands import env_line
+
+    exe = shutil.which(shell)
+    if exe is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("%s missing (./run test installs it)" % shell)
+        pytest.skip("%s not installed" % shell)
+    lines = [env_line(EnvOp(SET, "CUDA_HOME", HOSTILE)), env_line(EnvOp(UNSET, "CUDA_LAUNCH_BLOCKING")),
+             env_line(EnvOp(PREPEND_PATH, "LD_LIBRARY_PATH", HOSTILE))]
+    script = "\n".join(lines) + '\nprintf "%s|%s|%s" "$CUDA_HOME" "${CUDA_LAUNCH_BLOCKING-unset}" "$LD_LIBRARY_PATH"\n'
+    env = {"PATH": os.environ["PATH"], "CUDA_LAUNCH_BLOCKING": "1", "LD_LIBRARY_PATH": "/a:/b"}
+    out = subprocess.run([exe, "-c", script], capture_output=True, text=True, env=env, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "%s|unset|%s:/a:/b" % (HOSTILE, HOSTILE)
+    # and with the variable unset before: no stray ':' entry
+    env.pop("LD_LIBRARY_PATH")
+    out = subprocess.run([exe, "-c", script], capture_output=True, text=True, env=env, timeout=30)
+    assert out.stdout.endswith("|" + HOSTILE)
+
+
+def test_conda_owned_torch_gets_conda_commands_of_its_era():
+    """A conda env whose torch is a pytorch-channel package (recorded yolov9 fixture): up to 2.5 the
+    pytorch/nvidia channels; a Python only 2.6+ supports (what-if 3.13) moves it to conda-forge."""
+    from tests.conftest import FIXTURES
+
+    snap = Snapshot.load(str(FIXTURES / "snapshots" / "yolov9_conda_h100.json"))
+    old = planner.make_plan(assume.apply(snap, "580.95.05", ["NVIDIA H200"]))
+    assert [s.argv for s in old.steps if s.kind == planner.INSTALL] == [(
+        "conda", "install", "-p", "/opt/conda/envs/yolov9", "pytorch==2.0.1", "torchvision==0.15.2", "pytorch-cuda=11.8",
+        "-c", "pytorch", "-c", "nvidia")]
+    new_py = copy.deepcopy(snap)
+    new_py.python.version = "3.13.1"
+    plan = planner.make_plan(assume.apply(new_py, "580.95.05", ["NVIDIA H200"]))
+    (step,) = [s for s in plan.steps if s.kind == planner.INSTALL]
+    assert step.argv == ("conda", "install", "-p", "/opt/conda/envs/yolov9", "-c", "conda-forge", "pytorch=2.6.0=cuda*",
+                         "torchvision==0.21.0", "cuda-version=12.6")
+    assert "'pytorch=2.6.0=cuda*'" in step.text  # quoted: the shell must not glob it
+    assert any("conda-forge" in n and "unconfirmed" in n for n in plan.notes)

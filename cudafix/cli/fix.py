@@ -23,7 +23,7 @@ import click
 from cudafix.cli.report import EXIT_OK, analyse, emit, guarded, load_snapshot, source_options
 from cudafix.model.findings import ERROR, WARNING, RuleRun
 
-EXIT_FAILED = 1  # a step failed, the user declined, or the re-check still finds torch problems
+EXIT_FAILED = 1  # a step failed, the user declined, or the re-check still finds a torch error or warning
 EXIT_REFUSED = 3  # the plan needs what `fix --apply` does not do (driver, root, a what-if snapshot)
 
 
@@ -115,8 +115,10 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
     if failed:
         lines.append("cudafix: fix: %s; pip/conda roll back the install that failed, later steps did not run" % failed)
     emit("\n".join(lines) + "\n")
-    again = make_plan(after_snap, after_runs)
-    sys.exit(EXIT_FAILED if failed or not again.nothing_to_do and again.runnable else EXIT_OK)
+    from cudafix.plans.planner import TORCH_RULES
+
+    still = [f for r in after_runs if r.rule.id in TORCH_RULES for f in r.findings() if f.severity in (ERROR, WARNING)]
+    sys.exit(EXIT_FAILED if failed or still else EXIT_OK)
 
 
 COMMANDS = [fix]

@@ -52,7 +52,6 @@ MAX_TRIED = 80  # candidates simulated at most (there are ~60 release x variant 
 POINTER = "cudafix fix"  # rules point here instead of printing install commands themselves
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Change:
     """One package moved by the plan."""
@@ -183,7 +182,10 @@ def _choose(snap: Snapshot, runs: Sequence[RuleRun]):
         keep = remedy.candidate(cur, cur_variant, dcuda, dver, ccs, py, 0)  # first: change only what pairs with it
         if keep is not None:
             cands.append(keep)
-    cands += [c for c in remedy.candidates(dcuda, ccs, py, cur, t.cuda if t else None, dver, want_cuda=want_cuda)
+    # pip: prefer the installed CUDA major (its nvidia-* wheels stay; no leftovers); conda brings
+    # the CUDA libraries with the cuda-version pin, so there the newest CUDA of a release comes first.
+    keep_major = t.cuda if t is not None and owner_of(snap) == "pip" else None
+    cands += [c for c in remedy.candidates(dcuda, ccs, py, cur, keep_major, dver, want_cuda=want_cuda)
               if not (c.torch == cur and c.variant == cur_variant)]
     skipped: List[str] = []
     owner = owner_of(snap)
