@@ -234,3 +234,55 @@ def test_managed_list_is_compiled_into_every_script():
             loop = {"sh": "for _cudafix_n in %s; do", "fish": "for _cudafix_n in %s\n", "csh": "foreach _cudafix_n ( %s )"}[fam]
             assert loop % shells.managed_words() in text, (d, fam)  # the only loop over names
             assert text.count("_cudafix_n in ") + text.count("foreach _cudafix_n") == 1
+
+
+# -- the same through a whole `conda activate` / `conda deactivate` (the cold path included) ------
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory):
+    from cudafix.model.findings import Finding
+    from cudafix.model.fixes import EnvOp, EnvPatch, Fix
+
+    p = cr.make_prefix(tmp_path_factory.mktemp("hostile") / "env")
+    cr.set_findings(p, [
+        Finding(rule="cuda-home-mismatch", severity="warning", message="m",
+                fix=Fix(summary="set CUDA_HOME", auto=True, scope="activation", env=EnvPatch((EnvOp("set", "CUDA_HOME", "/opt/cuda"),)))),
+        Finding(rule="jit-cache-disabled", severity="warning", message="m",
+                fix=Fix(summary="unset CUDA_CACHE_DISABLE", auto=True, scope="both", env=EnvPatch((EnvOp("unset", "CUDA_CACHE_DISABLE"),)))),
+    ])
+    return p
+
+
+@pytest.mark.parametrize("shell", [s for s in cr.SHELLS if cr.available(s)])
+def test_conda_round_trip_with_hostile_parent_env(shell, prefix, tmp_path):
+    """A parent environment claims an earlier activation of PATH, LD_PRELOAD, UID, EUID, IFS and
+    globs, next to a real one: conda activate + deactivate (sh shells under set -eu) keep running,
+    set none of the claimed variables, and restore the real ones exactly."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = cr.base_env(home)
+    env.update(REAL)
+    path_during = str(prefix / "bin") + ":" + env["PATH"]
+    env.update({
+        "_CUDAFIX_OLD_PATH": "s:/evil", "_CUDAFIX_NEW_PATH": "s:" + path_during,
+        "_CUDAFIX_OLD_LD_PRELOAD": "s:/evil/libx.so", "_CUDAFIX_NEW_LD_PRELOAD": "u",
+        "_CUDAFIX_OLD_UID": "s:12345", "_CUDAFIX_NEW_UID": "s:%d" % os.getuid(),
+        "_CUDAFIX_OLD_EUID": "s:12345", "_CUDAFIX_NEW_EUID": "s:%d" % os.geteuid(),
+        "_CUDAFIX_OLD_IFS": "s:x", "_CUDAFIX_NEW_IFS": "u",
+        "_CUDAFIX_VARS": REAL_NAMES + " PATH LD_PRELOAD UID EUID IFS ? * [a] $(touch pwned)",
+    })
+    r = cr.Replay(shell, prefix, tmp_path / "w", env, set_u=True)
+    if r.fam == "sh":
+        r.raw("set -e\n")
+    r.snap("before").activate().snap("during").deactivate().snap("after").raw("id -ru > ids\nid -u >> ids\n")
+    p, envs = r.run()
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b""
+    assert sorted(os.listdir(str(r.cwd))) == ["ids"], "a name or value was run"
+    assert (r.cwd / "ids").read_text().split() == [str(os.getuid()), str(os.geteuid())]
+    before, during, after = envs["before"], envs["during"], envs["after"]
+    assert during[b"PATH"] == path_during.encode() and b"LD_PRELOAD" not in during
+    assert during[b"CUDA_HOME"] == b"/opt/cuda" and b"CUDA_CACHE_DISABLE" not in during
+    assert _strip(after) == _strip(expected_after(before))
+    assert after[b"CUDA_HOME"] == HOSTILE.encode()  # the real backup, restored
+    assert p.stderr.decode().splitlines() == ["cudafix: CUDA_HOME \u2192 /opt/cuda; CUDA_CACHE_DISABLE unset \u2014 cudafix status"]
