@@ -286,3 +286,44 @@ def test_conda_round_trip_with_hostile_parent_env(shell, prefix, tmp_path):
     assert _strip(after) == _strip(expected_after(before))
     assert after[b"CUDA_HOME"] == HOSTILE.encode()  # the real backup, restored
     assert p.stderr.decode().splitlines() == ["cudafix: CUDA_HOME \u2192 /opt/cuda; CUDA_CACHE_DISABLE unset \u2014 cudafix status"]
+
+
+# -- random parent environments (hypothesis) ---------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_WORDS = st.sampled_from(list(shells.MANAGED) + ["PATH", "LD_PRELOAD", "UID", "EUID", "IFS", "HOME", "?", "*", "[a]",
+                                                 "$(touch pwned)", "", "CUDA_HOME\n", "\tCUDA_HOME", "cuda_home"])
+_STATE = st.one_of(st.none(), st.sampled_from(["", "/x", HOSTILE, "s:", "u"]))
+_BACKUP = st.one_of(st.none(), st.sampled_from(["", "u", "s:", "s:/x", "s:" + HOSTILE, "x", "s"]))
+
+
+@st.composite
+def parent_envs(draw):
+    env = dict(BASE)
+    env["_CUDAFIX_VARS"] = " ".join(draw(st.lists(_WORDS, max_size=12)))
+    for name in list(shells.MANAGED) + ["PATH", "LD_PRELOAD", "IFS"]:
+        cur = draw(_STATE) if name in shells.MANAGED else None
+        if cur is not None:
+            env[name] = cur
+        for kind in ("OLD", "NEW"):
+            b = draw(_BACKUP)
+            if draw(st.booleans()) and kind == "NEW":  # often: NEW matches the current state
+                b = "u" if name not in env else "s:" + env[name]
+            if b is not None:
+                env["_CUDAFIX_%s_%s" % (kind, name)] = b
+    return env
+
+
+@pytest.mark.parametrize("mode", ["bash-eu", "dash", "zsh", "fish", "tcsh"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(env=parent_envs())
+def test_random_parent_envs(mode, env, tmp_path_factory):
+    if not _available(mode):
+        pytest.skip(mode + " missing")
+    tmp = tmp_path_factory.mktemp("r")
+    p, before, after = run_restore(mode, env, tmp)
+    assert p.returncode == 0 and p.stdout == b"reached-end\n" and p.stderr == b"", (p.stdout, p.stderr)
+    assert list((tmp / "cwd").iterdir()) == []
+    assert _strip(after) == _strip(expected_after(before))
