@@ -9,6 +9,8 @@ Modules:
   Python range, arch lists.
 - :mod:`cudafix.knowledge.alloc_conf` — PYTORCH_CUDA_ALLOC_CONF keys per torch version.
 - :mod:`cudafix.knowledge.gpu_peaks` — nominal peak throughput (for ``cudafix verify``).
+- :mod:`cudafix.knowledge.env_vars` — the environment variables cudafix reads, who reads them,
+  and the ones activation manages (docs/env-vars.md).
 
 Status values used by every table (``status`` field of a row):
 """
