@@ -35,12 +35,13 @@ def prefix(tmp_path_factory):
     return p
 
 
-@pytest.mark.parametrize("shell", ALL_SHELLS)
-@pytest.mark.parametrize("how", sorted(NO_CACHE))
+# zsh and fish set HOME from the password database when it is unset: no such case for them
+CASES = [(s, how) for how in sorted(NO_CACHE) for s in ALL_SHELLS if not (how == "home-unset" and s in ("zsh", "fish"))]
+
+
+@pytest.mark.parametrize("shell,how", CASES)
 def test_fix_applied_without_a_cache(shell, how, prefix, tmp_path):
     extra, drop = NO_CACHE[how]
-    if drop and shell in ("zsh", "fish"):
-        pytest.skip("%s sets HOME from the password database when it is unset" % shell)
     home = tmp_path / "home"
     home.mkdir()
     tmpdir = tmp_path / "tmp"
