@@ -3,9 +3,8 @@
 # restore what a previous cudafix activation changed (a value the user changed is kept); only
 # the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
 if set -q _CUDAFIX_VARS
-    set -l _cudafix_l (string split -- ' ' "$_CUDAFIX_VARS")
     for _cudafix_n in LD_LIBRARY_PATH CUDA_HOME CUDA_CACHE_DISABLE CUDA_CACHE_MAXSIZE PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
-        contains -- $_cudafix_n $_cudafix_l; or continue
+        string match -q -- "* $_cudafix_n *" " $_CUDAFIX_VARS "; or continue
         set -l _cudafix_ov _CUDAFIX_OLD_$_cudafix_n
         set -l _cudafix_wv _CUDAFIX_NEW_$_cudafix_n
         set -l _cudafix_o ''

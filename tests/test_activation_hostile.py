@@ -234,3 +234,121 @@ def test_managed_list_is_compiled_into_every_script():
             loop = {"sh": "for _cudafix_n in %s; do", "fish": "for _cudafix_n in %s\n", "csh": "foreach _cudafix_n ( %s )"}[fam]
             assert loop % shells.managed_words() in text, (d, fam)  # the only loop over names
             assert text.count("_cudafix_n in ") + text.count("foreach _cudafix_n") == 1
+
+
+# -- the same through a whole `conda activate` / `conda deactivate` (the cold path included) ------
+
+@pytest.fixture(scope="module")
+def prefix(tmp_path_factory):
+    from cudafix.model.findings import Finding
+    from cudafix.model.fixes import EnvOp, EnvPatch, Fix
+
+    p = cr.make_prefix(tmp_path_factory.mktemp("hostile") / "env")
+    cr.set_findings(p, [
+        Finding(rule="cuda-home-mismatch", severity="warning", message="m",
+                fix=Fix(summary="set CUDA_HOME", auto=True, scope="activation", env=EnvPatch((EnvOp("set", "CUDA_HOME", "/opt/cuda"),)))),
+        Finding(rule="jit-cache-disabled", severity="warning", message="m",
+                fix=Fix(summary="unset CUDA_CACHE_DISABLE", auto=True, scope="both", env=EnvPatch((EnvOp("unset", "CUDA_CACHE_DISABLE"),)))),
+    ])
+    return p
+
+
+@pytest.mark.parametrize("shell", [s for s in cr.SHELLS if cr.available(s)])
+def test_conda_round_trip_with_hostile_parent_env(shell, prefix, tmp_path):
+    """A parent environment claims an earlier activation of PATH, LD_PRELOAD, UID, EUID, IFS and
+    globs, next to a real one: conda activate + deactivate (sh shells under set -eu) keep running,
+    set none of the claimed variables, and restore the real ones exactly."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = cr.base_env(home)
+    env.update(REAL)
+    path_during = str(prefix / "bin") + ":" + env["PATH"]
+    env.update({
+        "_CUDAFIX_OLD_PATH": "s:/evil", "_CUDAFIX_NEW_PATH": "s:" + path_during,
+        "_CUDAFIX_OLD_LD_PRELOAD": "s:/evil/libx.so", "_CUDAFIX_NEW_LD_PRELOAD": "u",
+        "_CUDAFIX_OLD_UID": "s:12345", "_CUDAFIX_NEW_UID": "s:%d" % os.getuid(),
+        "_CUDAFIX_OLD_EUID": "s:12345", "_CUDAFIX_NEW_EUID": "s:%d" % os.geteuid(),
+        "_CUDAFIX_OLD_IFS": "s:x", "_CUDAFIX_NEW_IFS": "u",
+        "_CUDAFIX_VARS": REAL_NAMES + " PATH LD_PRELOAD UID EUID IFS ? * [a] $(touch pwned)",
+    })
+    r = cr.Replay(shell, prefix, tmp_path / "w", env, set_u=True)
+    if r.fam == "sh":
+        r.raw("set -e\n")
+    r.snap("before").activate().snap("during").deactivate().snap("after").raw("id -ru > ids\nid -u >> ids\n")
+    p, envs = r.run()
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == b""
+    assert sorted(os.listdir(str(r.cwd))) == ["ids"], "a name or value was run"
+    assert (r.cwd / "ids").read_text().split() == [str(os.getuid()), str(os.geteuid())]
+    before, during, after = envs["before"], envs["during"], envs["after"]
+    assert during[b"PATH"] == path_during.encode() and b"LD_PRELOAD" not in during
+    assert during[b"CUDA_HOME"] == b"/opt/cuda" and b"CUDA_CACHE_DISABLE" not in during
+    assert _strip(after) == _strip(expected_after(before))
+    assert after[b"CUDA_HOME"] == HOSTILE.encode()  # the real backup, restored
+    assert p.stderr.decode().splitlines() == ["cudafix: CUDA_HOME \u2192 /opt/cuda; CUDA_CACHE_DISABLE unset \u2014 cudafix status"]
+
+
+# -- random parent environments (hypothesis) ---------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_WORDS = st.sampled_from(list(shells.MANAGED) + ["PATH", "LD_PRELOAD", "UID", "EUID", "IFS", "HOME", "?", "*", "[a]",
+                                                 "$(touch pwned)", "", "CUDA_HOME\n", "\tCUDA_HOME", "cuda_home"])
+_STATE = st.one_of(st.none(), st.sampled_from(["", "/x", HOSTILE, "s:", "u"]))
+_BACKUP = st.one_of(st.none(), st.sampled_from(["", "u", "s:", "s:/x", "s:" + HOSTILE, "x", "s"]))
+
+
+@st.composite
+def parent_envs(draw):
+    env = dict(BASE)
+    env["_CUDAFIX_VARS"] = " ".join(draw(st.lists(_WORDS, max_size=12)))
+    for name in list(shells.MANAGED) + ["PATH", "LD_PRELOAD", "IFS"]:
+        cur = draw(_STATE) if name in shells.MANAGED else None
+        if cur is not None:
+            env[name] = cur
+        for kind in ("OLD", "NEW"):
+            b = draw(_BACKUP)
+            if draw(st.booleans()) and kind == "NEW":  # often: NEW matches the current state
+                b = "u" if name not in env else "s:" + env[name]
+            if b is not None:
+                env["_CUDAFIX_%s_%s" % (kind, name)] = b
+    return env
+
+
+@pytest.mark.parametrize("mode", ["bash-eu", "dash", "zsh", "fish", "tcsh"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(env=parent_envs())
+def test_random_parent_envs(mode, env, tmp_path_factory):
+    if not _available(mode):
+        pytest.skip(mode + " missing")
+    tmp = tmp_path_factory.mktemp("r")
+    p, before, after = run_restore(mode, env, tmp)
+    assert p.returncode == 0 and p.stdout == b"reached-end\n" and p.stderr == b"", (p.stdout, p.stderr)
+    assert list((tmp / "cwd").iterdir()) == []
+    assert _strip(after) == _strip(expected_after(before))
+
+
+def test_security_doc_names_only_tests_that_exist():
+    """Every test docs/security-activation.md cites as evidence exists (file::name or ::name after
+    a named file in the same cell)."""
+    import re
+
+    text = (REPO / "docs" / "security-activation.md").read_text()
+    cited = 0
+    for cell in re.split(r"\n\n|\|", text):
+        current = None
+        for m in re.finditer(r"`(tests/[\w/]+\.py)?(?:::(\w+))?`", cell):
+            path, name = m.group(1), m.group(2)
+            if path:
+                current = path
+                assert (REPO / path).exists(), path
+            if name:
+                assert current, "%s cited without its file" % name
+                assert re.search(r"^def %s\(" % name, (REPO / current).read_text(), re.M), (current, name)
+                cited += 1
+    bare = set(re.findall(r"`(test_\w+)`", text))
+    alltests = "".join(p.read_text() for p in (REPO / "tests").glob("test_*.py"))
+    for name in bare:
+        assert re.search(r"^def %s\(" % name, alltests, re.M), name
+    assert cited >= 15

@@ -41,10 +41,13 @@ def _write_out(text: str) -> None:
 @click.option("--activate", "action", flag_value="activate", help="Print activation code.")
 @click.option("--deactivate", "action", flag_value="deactivate", help="Print deactivation code.")
 @click.option("--write-cache", is_flag=True, hidden=True, help="Also refresh this env's activation cache (activate.d).")
+@click.option("--print-dir", is_flag=True, hidden=True,
+              help="Write the code to a new private file and print its directory (csh's activate.d).")
 @click.option("--from", "from_file", metavar="FILE", default=None,
               help="Plan from a recorded snapshot (`cudafix snapshot`) and its environment variables instead of "
                    "this machine (what `conda activate` would do there); never writes the cache.")
-def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool, from_file: Optional[str] = None) -> None:
+def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool, from_file: Optional[str] = None,
+              print_dir: bool = False) -> None:
     """Print shell code applying (or undoing) cudafix's safe corrections.
 
     \b
@@ -56,11 +59,14 @@ def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool, from_fi
     from cudafix.plans import activation
 
     if action == "activate" and from_file:
-        _write_out(_activate_from(shell_name, from_file))
+        text = _activate_from(shell_name, from_file)
     elif action == "activate":
-        _write_out(activation.render_activate(shell_name, write=write_cache))
+        text = activation.render_activate(shell_name, write=write_cache)
     else:
-        _write_out(activation.render_deactivate(shell_name))
+        text = activation.render_deactivate(shell_name)
+    if print_dir:  # the same as activation.fast_main
+        text = activation.write_private_dir(text, "activate." + shells.renderer(shell_name).EXT) + "\n"
+    _write_out(text)
 
 
 def _activate_from(shell_name: str, path: str) -> str:

@@ -29,8 +29,9 @@ ACTIVATION = "activation"  # part of the activation cache's key (cudafix/plans/a
 READERS = (PROBE, HOOK, ACTIVATION)
 
 # Any other variable with one of these prefixes is recorded by the probe (CUDA reads more than
-# it documents; CUDAFIX_* are cudafix's own settings).
-PROBE_PREFIXES = ("CUDA_", "CUDAFIX_", "PYTORCH_CUDA_", "NCCL_")  # NCCL_*: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+# it documents; CUDAFIX_* are cudafix's own settings; NCCL_*:
+# https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html).
+PROBE_PREFIXES = ("CUDA_", "CUDAFIX_", "PYTORCH_CUDA_", "NCCL_")
 
 _ALL = (PROBE, HOOK, ACTIVATION)
 _HA = (HOOK, ACTIVATION)
