@@ -141,6 +141,10 @@ EXPECT = {
     # issue 12: CUDA_HOME at a directory that does not exist (recorded here; a build-time finding)
     "real_cuda_home_missing.json": {"cuda-home-missing": ("error", ["/usr/local/cuda-11.8", "does not exist", "building CUDA extensions"], False),
                                     "no-driver": ("info", ["CPU-only machine"], False)},
+    "h200 + NCCL_SOCKET_IFNAME=ens on an eth0 node": {"nccl-interface-missing": ("error", ["'ens'", "eth0, lo"], False)},
+    "h200 + NCCL_P2P_DISABLE=1": {"nccl-slow-path": ("warning", ["NCCL_P2P_DISABLE=1", "Debugging"], False)},
+    "h200 + NCCL_DEBUG=INFO": {"nccl-debug-verbose": ("info", ["NCCL_DEBUG=INFO"], False)},
+    "h200 + a site NCCL 2.18.1 shadows torch's": {"nccl-shadowed": ("error", ["libnccl.so.2", "/opt/nccl-2.18.1/lib", "2.18.1", "2.28.9"], True)},
     # healthy counterparts
     "h200 recorded": {},  # `cudafix check --strict` there: 0 errors, 0 warnings (docs/gpu-raw/h200-status.txt)
     "onediff_driver_ok.json": {},

@@ -43,7 +43,7 @@ HOMES = ("nocudahome", "cudahome")
 VARIANTS = [(g, b, h) for g in GPUS for b in BUILDS for h in HOMES]
 
 # The one plan (cudafix.plans.planner) for Hopper + driver 530 (CUDA 12.1) + Python 3.8: the nearest
-# release with sm_90 SASS that runs natively is 2.0.1 (cu118 carries sm_90; facts-torch §2a), with the
+# release with sm_90 SASS that runs natively is 2.0.1 (cu118 carries sm_90; docs/remedies.md, arch lists), with the
 # torchvision paired to it, through the manager that owns torch, on the env's own prefix/interpreter.
 PIP_CMD = ("/opt/conda/envs/yolov9/bin/python -m pip install torch==2.0.1+cu118 torchvision==0.15.2+cu118 "
            "--index-url https://download.pytorch.org/whl/cu118")

@@ -1,4 +1,4 @@
-"""One plan for an env: every finding in, one coherent set of changes out (DESIGN.md constraint 11).
+"""One plan for an env: every finding in, one coherent set of changes out (docs/remedies.md).
 
 Rules state problems; this module decides what to change.  For torch it walks the ranked
 candidates of :mod:`cudafix.plans.remedy` and keeps the first whose application to the

@@ -1,6 +1,6 @@
 """Apply a plan's package target to a snapshot: the state the env would be in afterwards.
 
-The rules then judge that state exactly as they judge a probed one (DESIGN.md constraint 11:
+The rules then judge that state exactly as they judge a probed one (docs/remedies.md:
 applying a plan and re-checking must come back clean).  What the new install will contain is
 taken from knowledge, never guessed: the version strings torch and torchvision write into their
 ``version.py`` (``2.13.0+cu130``), torch's CUDA, and the published arch list of the target wheel

@@ -123,6 +123,7 @@ RULES = (
         evidence_used="the libnccl.so.2 the loader would pick (simulated from the ELF headers and LD_LIBRARY_PATH), torch's own copy, both versions",
         fix_text="automatic: torch's own libnccl is preloaded by absolute path before torch loads, and the shadowing LD_LIBRARY_PATH entry is removed on activation.",
         sources=(kn.TROUBLESHOOTING_DOC, "pytorch/pytorch#119072"),
+        needs=("torch", "libraries"),
     ),
     Rule(
         id="nccl-interface-missing",
@@ -138,6 +139,7 @@ RULES = (
         evidence_used="the variable's value parsed with NCCL's list syntax (^ exclude, = exact, :port), against /sys/class/net and /sys/class/infiniband of the node",
         fix_text="set the variable to an interface that exists on every node (or a prefix that matches on each), or unset it and let NCCL choose.",
         sources=(kn.ENV_DOC,),
+        needs=("env", "node"),
     ),
     Rule(
         id="nccl-slow-path",
@@ -147,8 +149,9 @@ RULES = (
         cause="These switches are debugging workarounds (for a broken P2P topology, a faulty IB fabric, a container without enough /dev/shm). Left in a script or image they force NCCL onto host copies or TCP for every job.",
         symptoms=("all_reduce bandwidth a fraction of the interconnect's (nccl-tests busbw far below NVLink / IB line rate)",),
         evidence_used="the NCCL_*_DISABLE variables set in the environment",
-        fix_text="unset the variable once the fault it worked around is fixed; `cudafix fix`/activation does not remove it on its own.",
+        fix_text="unset the variable once the fault it worked around is fixed; activation does not remove it on its own.",
         sources=(kn.ENV_DOC,),
+        needs=("env",),
     ),
     Rule(
         id="nccl-debug-verbose",
@@ -160,5 +163,6 @@ RULES = (
         evidence_used="the NCCL_DEBUG variable",
         fix_text="unset NCCL_DEBUG, or NCCL_DEBUG=WARN.",
         sources=(kn.ENV_DOC,),
+        needs=("env",),
     ),
 )
