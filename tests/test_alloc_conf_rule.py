@@ -70,3 +70,33 @@ def test_repair_keeps_the_users_items_verbatim_and_in_order():
     assert alloc_syntax.without(value, "tokenizer", ["bogus"]) == "roundup_power2_divisions:[256:1, 512:2,>:8],expandable_segments:True"
     # torch 1.10 splits on spaces too and ignores an item without ':'
     assert alloc_syntax.without("max_split_size_mb:128 bogus:1 note", "regex", ["bogus", "note"]) == "max_split_size_mb:128,note"
+
+
+def test_probe_on_bad_libraries_says_unknown_and_the_rule_falls_back(tmp_path):
+    lib = tmp_path / "torch" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libc10_cuda.so").write_bytes(b"not an ELF file at all")
+    info = read_alloc_keys(str(tmp_path / "torch"), ["expandable_segments"])
+    assert info.unknown and "not an ELF file" in info.unknown and info.accepted == []
+    (lib / "libc10_cuda.so").unlink()
+    info = read_alloc_keys(str(tmp_path / "torch"), ["expandable_segments"])
+    assert info.unknown.startswith("no libc10_cuda.so in ")
+
+    snap = load("birefnet_alloc_conf_invalid.json")
+    snap.primary_torch.alloc_conf = info
+    f = _finding(snap)
+    assert any("no libc10_cuda.so in " in e and "cudafix's table" in e for e in f.evidence)
+
+
+def test_an_elf_without_the_parser_texts_is_not_read_as_a_parser(tmp_path):
+    # a real ELF library of this machine that is not torch's: no allocator parser texts in it
+    import glob
+
+    real = sorted(glob.glob("/usr/lib/x86_64-linux-gnu/libz.so.1*") + glob.glob("/lib/x86_64-linux-gnu/libz.so.1*"))
+    if not real:
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("no libz.so.1 on this machine")
+    lib = tmp_path / "torch" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libc10_cuda.so").write_bytes(open(real[0], "rb").read())
+    info = read_alloc_keys(str(tmp_path / "torch"), ["expandable_segments"])
+    assert info.unknown and "no allocator parser text" in info.unknown

@@ -97,10 +97,17 @@ def name_state(rodata: bytes, text_of: Callable[[], bytes], name: str) -> str:
     if len(b) < WINDOW:
         return "absent"
     text = text_of()
-    covered = [False] * len(b)
-    for i in range(len(b) - WINDOW + 1):
+
+    def found(i: int) -> bool:
         w = b[i:i + WINDOW]
-        if w in rodata or w in text:
+        return w in rodata or w in text
+
+    last = len(b) - WINDOW
+    if not (found(0) and found(last)):  # the first and last bytes lie in one window each
+        return "absent"
+    covered = [False] * len(b)
+    for i in range(last + 1):
+        if i in (0, last) or found(i):
             for j in range(i, i + WINDOW):
                 covered[j] = True
     return "pieces" if all(covered) else "absent"
