@@ -229,7 +229,7 @@ def test_conda_owned_torch_gets_conda_commands_of_its_era():
     pytorch/nvidia channels; a Python only 2.6+ supports (what-if 3.13) moves it to conda-forge."""
     from tests.conftest import FIXTURES
 
-    snap = Snapshot.load(str(FIXTURES / "snapshots" / "yolov9_conda_h100.json"))
+    snap = Snapshot.load(str(FIXTURES / "yolov9" / "yolov9-h100-conda-cudahome.json"))
     old = planner.make_plan(assume.apply(snap, "580.95.05", ["NVIDIA H200"]))
     assert [s.argv for s in old.steps if s.kind == planner.INSTALL] == [(
         "conda", "install", "-p", "/opt/conda/envs/yolov9", "pytorch==2.0.1", "torchvision==0.15.2", "pytorch-cuda=11.8",

@@ -67,7 +67,7 @@ def test_activation_code_under_38(py38):
 
 def test_fix_plan_under_38_equals_the_one_under_this_python(py38):
     """`cudafix fix` runs in the user's env (yolov9 images ship 3.8): same plan, byte for byte."""
-    snap = str(REPO / "tests" / "fixtures" / "snapshots" / "yolov9_conda_h100.json")
+    snap = str(REPO / "tests" / "fixtures" / "yolov9" / "yolov9-h100-conda-cudahome.json")
     got = [run_cudafix(p, "fix", "--json", "--from", snap) for p in (py38, pathlib.Path(sys.executable))]
     assert [g.returncode for g in got] == [0, 0], got[0].stderr
     assert got[0].stdout == got[1].stdout

@@ -21,7 +21,7 @@ from cudafix.knowledge import version_tuple
 from cudafix.model.findings import OK, PROBLEM
 from cudafix.model.fixes import REMOVE_PATH, SET, UNSET
 from cudafix.model.snapshot import Snapshot
-from tests.snapbuild import DELETE, H200, snap
+from tests.snapbuild import DELETE, H200, load_base, snap
 
 SNAPS = pathlib.Path(__file__).resolve().parent / "fixtures" / "snapshots"
 CACHE_MAX = str(4 * 1024 ** 3)
@@ -50,6 +50,8 @@ YOLOV9 = "yolov9/yolov9-%s-cudahome.json"
 CACHE_DISABLED = {"env.CUDA_CACHE_DISABLE": "1", "jit_cache.disabled": True}  # FORTH-ModelBasedTracker/HandTracker#7
 CACHE_UNWRITABLE = {"env.CUDA_CACHE_PATH": "/.nv/ComputeCache", "jit_cache.path": "/.nv/ComputeCache",
                     "jit_cache.writable": False}  # dl-container-registry/furnari-flow#3: no writable cache dir
+# The H200 recording predates the node probe: the same machine as an eth0 node (its NCCL devices stated)
+H200_ON_ETH0 = dict(load_base(H200), node={"net_interfaces": ["eth0", "lo"], "ib_devices": []})
 BUILT = {  # name -> (base, overrides)
     "h200 recorded": (H200, {}),
     "h200 + compat libcuda first": (H200, H200_COMPAT_FIRST),
@@ -65,6 +67,17 @@ BUILT = {  # name -> (base, overrides)
     "yolov9 conda h100 + cache disabled": (YOLOV9 % "h100-conda", CACHE_DISABLED),
     "yolov9 conda h100 + cache unwritable": (YOLOV9 % "h100-conda", CACHE_UNWRITABLE),
     "yolov9 pip h200": (YOLOV9 % "h200-pip", {}),
+    # NCCL (docs/fleet.md): interface names from NCCL's docs; the recording has no node section
+    "h200 + NCCL_SOCKET_IFNAME=ens on an eth0 node": (H200_ON_ETH0, {"env.NCCL_SOCKET_IFNAME": "ens"}),
+    "h200 + NCCL_P2P_DISABLE=1": (H200, {"env.NCCL_P2P_DISABLE": "1"}),
+    "h200 + NCCL_DEBUG=INFO": (H200, {"env.NCCL_DEBUG": "INFO"}),
+    # a site NCCL 2.18.1 first on LD_LIBRARY_PATH of a conda-style torch (RUNPATH: LD_LIBRARY_PATH wins)
+    "h200 + a site NCCL 2.18.1 shadows torch's": (H200, {
+        "env.LD_LIBRARY_PATH": "/opt/nccl-2.18.1/lib:/usr/local/nvidia/lib64:/usr/local/nvidia/lib",
+        "libraries.ld_library_path": ["/opt/nccl-2.18.1/lib", "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib"],
+        "libraries.resolutions[soname=libnccl.so.2].resolved": "/opt/nccl-2.18.1/lib/libnccl.so.2.18.1",
+        "libraries.resolutions[soname=libnccl.so.2].resolved_via": "LD_LIBRARY_PATH",
+        "libraries.resolutions[soname=libnccl.so.2].resolved_version": "2.18.1"}),
     # what-ifs on another fixture: the machine of siliconflow/onediff#1061 with torch 2.6.0+cu124
     # (needs CUDA 12.4, driver 535 = 12.2: minor-version compatibility), the assumed 2-GPU box with
     # a valid CUDA_VISIBLE_DEVICES, the assumed mixed-GPU workstation with CUDA_DEVICE_ORDER set
@@ -205,7 +218,7 @@ def test_yolov9_h100_jit_fix_raises_cache_and_names_a_native_sm90_build_for_py38
     assert f.fix.commands == ("cudafix fix --python /opt/conda/envs/yolov9/bin/python",), f.fix.commands
     # the plan's build must carry sm_90 SASS, fit driver CUDA 12.1 and Python 3.8; conda owns torch here
     from cudafix.knowledge import arch, torch_builds
-    plan, argv = _plan_install("yolov9_conda_h100.json")
+    plan, argv = _plan_install("yolov9 conda h100")
     assert argv[:4] == ["conda", "install", "-p", "/opt/conda/envs/yolov9"]
     ver = next(a for a in argv if a.startswith("pytorch==")).split("==")[1]
     cuda = next(a for a in argv if a.startswith("pytorch-cuda=")).split("=")[1]

@@ -26,6 +26,7 @@ from cudafix.model.snapshot import Snapshot
 from cudafix.plans import hook as hookplan
 from cudafix.probes import assume, pci, take_snapshot
 from tests.conftest import FIXTURES, REPO, VENVS, run_dev_cudafix
+from tests.snapbuild import H200, snap
 
 H200 = FIXTURES / "h200" / "snapshot.json"
 SNAPS = FIXTURES / "snapshots"
@@ -268,7 +269,7 @@ def test_cuda_home_missing_dir_no_nvcc_and_ok(tmp_path):
 
 
 def test_build_findings_never_reach_the_hook_but_show_in_check():
-    for name, rid in (("yolov9_conda_a100.json", "cuda-home-mismatch"), ("real_cuda_home_missing.json", "cuda-home-missing")):
+    for name, rid in (("../yolov9/yolov9-a100-conda-cudahome.json", "cuda-home-mismatch"), ("real_cuda_home_missing.json", "cuda-home-missing")):
         found = rules.findings(rules.run(Snapshot.load(str(SNAPS / name))))
         assert rid in [f.rule for f in found]
         assert all(f.scope == BUILD for f in found if f.rule == rid)
@@ -282,14 +283,15 @@ def test_build_findings_never_reach_the_hook_but_show_in_check():
         summary = activation.plan_from_findings([msg], {}).summary
         assert ("CUDA_HOME \u2192 /usr/local/cuda-11.3" in summary) if msg.auto else ("1 error" in summary), summary
     # a runtime finding still does
-    found = rules.findings(rules.run(Snapshot.load(str(SNAPS / "h200_launch_blocking.json"))))
+    found = rules.findings(rules.run(snap(H200, {"env.CUDA_LAUNCH_BLOCKING": "1"})))
     assert "launch-blocking" in [w[0] for w in hookplan.build_entry(found, {}, []).warns]
 
 
 def test_every_rule_declares_needs_and_a_scope():
     from cudafix.model.findings import SCOPES
 
-    names = {"driver", "gpus", "hardware", "torch", "torchvision", "toolkits", "libraries", "jit_cache", "env", "python"}
+    names = {"driver", "gpus", "hardware", "torch", "torchvision", "toolkits", "libraries", "jit_cache", "env", "python",
+             "node", "extensions"}
     for r in rules.REGISTRY:
         assert r.needs and set(r.needs) <= names, r.id
         assert r.scope in SCOPES
