@@ -4,6 +4,7 @@ Commands are defined per area so that each area owns its file:
   cudafix/cli/report.py  status (default), check, snapshot, explain
   cudafix/cli/shell.py   shell, hooks
   cudafix/cli/verify.py  verify
+  cudafix/cli/cache.py   cache clear
 
 A command's module is imported only when that command is looked up (``cudafix status`` never
 imports the shell or verify areas); the table below names every command without importing
@@ -29,6 +30,7 @@ COMMAND_MODULES: Dict[str, str] = {
     "shell": "cudafix.cli.shell",
     "hooks": "cudafix.cli.shell",
     "verify": "cudafix.cli.verify",
+    "cache": "cudafix.cli.cache",
 }
 
 
