@@ -11,6 +11,7 @@ from __future__ import annotations
 import email.parser
 import json
 import os
+import re
 import pathlib
 import shutil
 import subprocess
@@ -77,11 +78,22 @@ def dist(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("build")
     src = copy_checkout(root / "src")
     out = root / "dist"
-    run([sys.executable, "-m", "build", "--outdir", out, src], cwd=str(root))
+    # PYTHONDONTWRITEBYTECODE (set on this project's machines) makes setuptools say "byte-compiling
+    # is disabled": a property of the caller's environment, not of cudafix's build
+    proc = run([sys.executable, "-m", "build", "--outdir", out, src], cwd=str(root),
+               env=dict(os.environ, PYTHONDONTWRITEBYTECODE=""))
     sdists = sorted(out.glob("*.tar.gz"))
     wheels = sorted(out.glob("*.whl"))
     assert len(sdists) == 1 and len(wheels) == 1, sorted(p.name for p in out.iterdir())
-    return {"sdist": sdists[0], "wheel": wheels[0], "src": src}
+    return {"sdist": sdists[0], "wheel": wheels[0], "src": src, "log": proc.stdout + proc.stderr}
+
+
+def test_build_prints_no_warning(dist):
+    """Issue 16: setuptools' license-classifier warning (x3) and MANIFEST.in's 'no previously-included
+    files' warnings in every build of a fresh checkout."""
+    warnings = [ln for ln in dist["log"].splitlines()
+                if re.search(r"warn", ln, re.I) and not ln.startswith(("copying ", "adding "))]
+    assert warnings == []
 
 
 def wheel_metadata(wheel: pathlib.Path):
@@ -189,7 +201,9 @@ def test_sdist_carries_what_downstream_builds_need(dist):
     with tarfile.open(str(dist["sdist"])) as t:
         names = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
     need = {"LICENSE", "README.md", "setup.cfg", "setup.py", "pyproject.toml", "MANIFEST.in",
-            "recipe/recipe.yaml", "cudafix/__init__.py", "cudafix/plugins/conda.py"}
+            "recipe/recipe.yaml", "cudafix/__init__.py", "cudafix/plugins/conda.py",
+            # the conda-forge recipe builds from the sdist and installs these two from it
+            "recipe/pre-unlink.sh", "recipe/post-link.sh"}
     need |= set(STARTUP_FILES) | set(SHELL_FILES)
     assert not need - names, sorted(need - names)
     assert any(n.startswith("tests/test_") for n in names)

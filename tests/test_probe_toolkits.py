@@ -109,3 +109,26 @@ def test_nvidia_wheels_of_the_cu130_venv(torch_cu_python):
     assert wheels["cuda-toolkit"].startswith("13.0")
     assert wheels["nvidia-cuda-runtime"].startswith("13.0")
     assert "nvidia-cudnn-cu13" in wheels and "nvidia-nvjitlink" in wheels
+
+
+def test_an_nvcc_wrapper_on_path_is_not_a_second_toolkit(tmp_path):
+    """Issue 16: /usr/local/bin/nvcc, a `#!/bin/sh` + `exec /usr/local/cuda-13.0/bin/nvcc "$@"`
+    wrapper (as on this project's dev machines), was listed as a toolkit at /usr/local."""
+    ul = tmp_path / "usr" / "local"
+    tkdir = ul / "cuda-13.0"
+    (tkdir / "bin").mkdir(parents=True)
+    (tkdir / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "13.0.2"}}')
+    (tkdir / "bin" / "nvcc").write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    (ul / "bin").mkdir()
+    (ul / "bin" / "nvcc").write_text('#!/bin/sh\nexec %s "$@"\n' % (tkdir / "bin" / "nvcc"))
+    for p in (tkdir / "bin" / "nvcc", ul / "bin" / "nvcc"):
+        os.chmod(str(p), 0o755)
+    assert tk.wrapped_nvcc(str(ul / "bin" / "nvcc")) == str(tkdir / "bin" / "nvcc")
+    assert tk.wrapped_nvcc(str(tkdir / "bin" / "nvcc")) is None  # a script, but no exec of another nvcc
+    info = tk.probe_toolkits(env={"PATH": str(ul / "bin")}, usr_local=str(ul), run_nvcc=True)
+    assert [t.path for t in info.toolkits] == [str(tkdir)]
+    (only,) = info.toolkits
+    assert only.version == "13.0.2" and "PATH nvcc" in only.sources and str(ul) in only.sources
+    # what torch.utils.cpp_extension would take as CUDA_HOME: the wrapper's ../, as before
+    assert (info.cuda_home, info.cuda_home_via) == (str(ul), "PATH nvcc")
+    assert "wrapper" in info.found_via["nvcc"]

@@ -5,6 +5,9 @@ Commands are defined per area so that each area owns its file:
   cudafix/cli/shell.py   shell, hooks
   cudafix/cli/verify.py  verify
   cudafix/cli/fix.py     fix
+  cudafix/cli/warm.py    warm
+  cudafix/cli/fleet.py   fleet
+  cudafix/cli/cache.py   cache clear
 
 A command's module is imported only when that command is looked up (``cudafix status`` never
 imports the shell or verify areas); the table below names every command without importing
@@ -33,6 +36,7 @@ COMMAND_MODULES: Dict[str, str] = {
     "fleet": "cudafix.cli.fleet",
     "fix": "cudafix.cli.fix",
     "warm": "cudafix.cli.warm",
+    "cache": "cudafix.cli.cache",
 }
 
 

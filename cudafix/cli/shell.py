@@ -5,6 +5,7 @@
   cudafix hooks install|uninstall|status [--prefix P]
                                             the startup hook (.pth/.start in site-packages)
                                             and conda's activate.d/deactivate.d scripts
+  cudafix hooks uninstall --shell bash      ... and code for eval that undoes the corrections
 """
 
 from __future__ import annotations
@@ -149,6 +150,13 @@ _prefix_opt = click.option(
 )
 
 
+# Left in deactivate.d by conda's pre-unlink script (recipe/pre-unlink.sh) when `conda remove`
+# takes cudafix while shells still hold its corrections: copies of the pure-shell deactivate
+# scripts, under names no package owns, so `conda deactivate` in those shells still restores.
+# Inert without _CUDAFIX_VARS; `hooks install` and `hooks uninstall` remove them.
+UNLINKED = tuple("deactivate.d/cudafix-unlinked." + ext for ext in SCRIPT_EXTS)
+
+
 @hooks_cmd.command("install")
 @_prefix_opt
 def hooks_install(prefix: Optional[str]) -> None:
@@ -164,19 +172,38 @@ def hooks_install(prefix: Optional[str]) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         atomic_write(path, data, mode=0o644)
         click.echo("%s  %s" % ("updated  " if state == "differs" else "installed", path))
+    for rel in UNLINKED:  # the real deactivate scripts are back
+        path = os.path.join(prefix, "etc", "conda", rel)
+        if os.path.lexists(path):
+            os.unlink(path)
+            click.echo("removed    %s" % path)
 
 
 @hooks_cmd.command("uninstall")
 @_prefix_opt
-def hooks_uninstall(prefix: Optional[str]) -> None:
-    """Remove the hooks and this env's activation cache (idempotent)."""
+@click.option("--shell", "shell_name", type=click.Choice(SHELL_CHOICES), default=None,
+              help="Also print code for eval that undoes cudafix's corrections in this shell "
+                   "(the report then goes to stderr).")
+def hooks_uninstall(prefix: Optional[str], shell_name: Optional[str] = None) -> None:
+    """Remove the hooks and this env's activation cache (idempotent).
+
+    \b
+    A shell that activated the env keeps cudafix's corrections (CUDA_HOME, ...) until it
+    deactivates, and `conda deactivate` needs the deactivate scripts this removes.  So in an
+    activated shell, undo the corrections now, then uninstall:
+      eval "$(cudafix hooks uninstall --shell bash)" && python -m pip uninstall cudafix
+    """
     from cudafix.plans import activation
 
+    def say(line: str) -> None:
+        click.echo(line, err=shell_name is not None)
+
     prefix = os.path.abspath(prefix or sys.prefix)
-    for path, _data in planned_files(prefix):
+    paths = [p for p, _data in planned_files(prefix)] + [os.path.join(prefix, "etc", "conda", r) for r in UNLINKED]
+    for path in paths:
         if os.path.lexists(path):
             os.unlink(path)
-            click.echo("removed    %s" % path)
+            say("removed    %s" % path)
     # directories install may have created, when nothing else is in them
     for sub in ("etc/conda/activate.d", "etc/conda/deactivate.d", "etc/conda", "etc"):
         try:
@@ -184,7 +211,9 @@ def hooks_uninstall(prefix: Optional[str]) -> None:
         except OSError:
             pass
     for p in activation.remove_cache(prefix, os.environ):
-        click.echo("removed    %s" % p)
+        say("removed    %s" % p)
+    if shell_name is not None:
+        _write_out(activation.render_deactivate(shell_name))
 
 
 @hooks_cmd.command("status")

@@ -227,6 +227,32 @@ def read_toolkit(path: str, run_nvcc: bool = True, conda_nvcc: Optional[CondaPac
     return tk
 
 
+_EXEC_NVCC_RE = re.compile(rb'^[ \t]*exec[ \t]+"?(/[^"\s]*/bin/nvcc)"?(?:[ \t]|$)', re.M)
+
+
+def wrapped_nvcc(nvcc: str) -> Optional[str]:
+    """The nvcc a wrapper script on PATH execs (``#!/bin/sh`` + ``exec /usr/local/cuda-13.0/bin/nvcc
+    "$@"``, as some images install /usr/local/bin/nvcc), or None for a real nvcc or anything else.
+    Its toolkit is that nvcc's, not a second one at the wrapper's ../."""
+    real = os.path.realpath(nvcc)
+    try:
+        if os.path.getsize(real) > 4096:
+            return None
+        with open(real, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    found = _EXEC_NVCC_RE.findall(head)
+    if len(found) != 1:
+        return None
+    target = found[0].decode("utf-8", "surrogateescape")
+    if os.path.realpath(target) == real or not (os.path.isfile(target) and os.access(target, os.X_OK)):
+        return None
+    return target
+
+
 def find_cuda_home(env: Mapping[str, str], usr_local: str = "/usr/local") -> Tuple[Optional[str], Optional[str]]:
     """What torch.utils.cpp_extension would pick as CUDA_HOME, and via what."""
     for var in ("CUDA_HOME", "CUDA_PATH"):
@@ -312,8 +338,16 @@ def probe_toolkits(env: Optional[Mapping[str, str]] = None, prefix: Optional[str
         candidates.append((val, var))
     nvcc = shutil.which("nvcc", path=env.get("PATH", ""))
     if nvcc:
-        candidates.append((os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "PATH nvcc"))
-        info.found_via["nvcc"] = nvcc
+        target = wrapped_nvcc(nvcc)
+        root = os.path.dirname(os.path.dirname(os.path.realpath(target or nvcc)))
+        candidates.append((root, "PATH nvcc"))
+        if target:
+            # cpp_extension still takes CUDA_HOME = the wrapper's ../ (find_cuda_home): record that
+            # name on the toolkit the wrapper runs, so rules find it there
+            candidates.append((root, os.path.dirname(os.path.dirname(nvcc))))
+            info.found_via["nvcc"] = "%s (a wrapper that runs %s)" % (nvcc, target)
+        else:
+            info.found_via["nvcc"] = nvcc
     else:
         info.unknown["nvcc"] = "no nvcc on PATH"
     if prefix and conda_nvcc is not None:
