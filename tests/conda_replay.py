@@ -12,7 +12,7 @@ A *fake conda prefix* is a ``--system-site-packages`` venv (so ``$PREFIX/bin/pyt
 env's own interpreter with sys.prefix == $PREFIX) with a ``conda-meta/`` directory, this
 checkout on a ``.pth``, and cudafix's scripts in ``etc/conda/{activate,deactivate}.d``.  Tests
 choose the findings its cold path sees by writing ``$PREFIX/cudafix-test-findings.json`` (read
-by a test-only module, ``_cudafix_test_inject``, which replaces ``cudafix.plans.activation.collect``);
+by a test-only module, ``_cudafix_test_inject``, which replaces ``cudafix.hook.activation.collect``);
 every cold-path run appends a line to ``$PREFIX/cold-calls.log``.
 
 Environments are compared as the bytes ``env -0`` prints.
@@ -48,7 +48,7 @@ INJECT = r'''
 import json, os, sys
 _F = os.path.join(sys.prefix, "cudafix-test-findings.json")
 if os.path.exists(_F):
-    import cudafix.plans.activation as _a
+    import cudafix.hook.activation as _a
     from cudafix.model.findings import Finding as _Finding
 
     def _collect(env):

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from cudafix.plans import activation
+from cudafix.hook import activation
 from cudafix.render import shells
 from tests import conda_replay as cr
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudafix.plans import activation
+from cudafix.hook import activation
 from cudafix.render import shells
 from cudafix.cli.shell import script_sources
 from cudafix.model.findings import Finding

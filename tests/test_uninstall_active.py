@@ -4,8 +4,8 @@ deactivate, and the shell must be as it was before activation (CUDA_HOME back, n
 The env is a venv with cudafix pip-installed from this checkout, used as a conda env: `conda
 activate` / `conda deactivate` source etc/conda/{activate,deactivate}.d/*.sh in sorted order
 (conda/activate.py), which is what the script below does.  The activation is cudafix's own,
-planned for a recorded env whose CUDA_HOME it corrects (tests/fixtures/snapshots/
-yolov9_conda_h200.json: CUDA_HOME -> /usr/local/cuda-11.3, CUDA_CACHE_MAXSIZE -> 4 GiB), so the
+planned for the yolov9 env whose CUDA_HOME it corrects (tests/fixtures/yolov9/
+yolov9-h200-conda-cudahome.json: CUDA_HOME -> /usr/local/cuda-11.3, CUDA_CACHE_MAXSIZE -> 4 GiB), so the
 test does not depend on this machine's toolkits.
 
 - pip: `eval "$(cudafix hooks uninstall --shell bash)"` then `pip uninstall` (the documented
@@ -29,7 +29,7 @@ import pytest
 from tests.conftest import REPO
 from tests.test_packaging_wheel import copy_checkout
 
-FIXTURE = REPO / "tests" / "fixtures" / "snapshots" / "yolov9_conda_h200.json"
+FIXTURE = REPO / "tests" / "fixtures" / "yolov9" / "yolov9-h200-conda-cudahome.json"
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from typing import Tuple
 
 PROBE = "probe"  # recorded in the snapshot by cudafix/probes/environment.py
 HOOK = "hook"  # part of the startup hook's fingerprint (cudafix/hook/runtime.py)
-ACTIVATION = "activation"  # part of the activation cache's key (cudafix/plans/activation.py)
+ACTIVATION = "activation"  # part of the activation cache's key (cudafix/hook/activation.py)
 READERS = (PROBE, HOOK, ACTIVATION)
 
 # Any other variable with one of these prefixes is recorded by the probe (CUDA reads more than

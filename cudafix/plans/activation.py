@@ -1,6 +1,7 @@
-"""The activation plan: which safe fixes `conda activate` applies, its summary line, its cache.
+"""The activation plan: which safe fixes `conda activate` applies, its summary line, and what it
+depends on -- as data the shell renderers (cudafix/render/shells) turn into code.
 
-Pipeline (cold path, run by the env's own python from activate.d):
+Pipeline (cold path, run by the env's own python from activate.d; cudafix/hook/activation.py):
 
   environment (with any previous cudafix activation undone: :func:`restored_env`)
     -> probes.take_snapshot -> rules -> findings
@@ -8,26 +9,98 @@ Pipeline (cold path, run by the env's own python from activate.d):
     -> :func:`guard_for`            (what the plan depends on, testable by shell builtins)
     -> shell code (cudafix.render.shells.*) printed, and the same code cached per user and env.
 
-The cache is a shell file per env and shell family under
-``<XDG_CACHE_HOME or ~/.cache>/cudafix/activation/<CONDA_PREFIX>.cudafix/activate.<ext>``: the
-prefix is spelled literally in the path so that the activate script finds the file by string
-concatenation, without starting a process.  docs/activation.md describes the protocol.
+The protocol every renderer implements (docs/activation.md):
+
+- activation exports, per managed variable NAME, ``_CUDAFIX_OLD_NAME`` (``u`` = was unset,
+  ``s:<value>`` = was set, possibly empty) and ``_CUDAFIX_NEW_NAME`` (what cudafix set, same
+  encoding), and ``_CUDAFIX_VARS`` (the names, space separated);
+- restoring (deactivation, and the first step of every activation) puts NAME back to its old
+  state only when it still holds what cudafix set; a value the user changed is kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
-import sys
 import sysconfig
-import time
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from cudafix.knowledge import env_vars
-from cudafix.render import shells
-from cudafix.store.fsutil import atomic_write
 from cudafix.model.fixes import EnvPatch
-from cudafix.render.shells import Guard, Plan
+
+# -- the protocol's data (shared with every shell renderer) ------------------------------------
+
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# The only variables activation may set / unset and deactivation may restore: the table's managed
+# rows (cudafix/knowledge/env_vars.py).  The restore code has this list compiled in and never takes
+# a name from the environment, so a parent environment's _CUDAFIX_VARS cannot make it touch PATH,
+# LD_PRELOAD, a read-only variable (UID, EUID) or anything else (docs/security-activation.md).
+MANAGED = env_vars.MANAGED
+
+# Format of the cache files: the static activate scripts only accept a cache of this format.
+CACHE_FORMAT = "1"
+
+def manageable(name: str) -> bool:
+    """Whether activation may set / unset / back up this variable."""
+    return name in MANAGED
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What activation does: final states (value, or None for unset), in order, and one line."""
+
+    changes: Tuple[Tuple[str, Optional[str]], ...] = ()
+    summary: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        for name, _value in self.changes:
+            if not manageable(name):
+                raise ValueError("activation cannot manage variable %r" % name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    """When a cached plan is still valid, in terms a shell can test with builtins only.
+
+    ``values``: (name, value or None for unset) as seen before activation.
+    ``newer``: paths that existed when the plan was computed; the cache is stale once one of
+    them is gone or newer than the cache file (whose mtime is set to before the probes ran).
+    ``absent``: paths that did not exist; the cache is stale once one appears.
+    """
+
+    values: Tuple[Tuple[str, Optional[str]], ...] = ()
+    newer: Tuple[str, ...] = ()
+    absent: Tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, _value in self.values:
+            if not NAME_RE.match(name):
+                raise ValueError("bad variable name %r" % name)
+
+
+def encode_state(value: Optional[str]) -> str:
+    """The backup encoding: ``u`` for unset, ``s:<value>`` for set (empty included)."""
+    return "u" if value is None else "s:" + value
+
+
+def one_line(text: str) -> str:
+    """Make text safe as a single terminal line: control characters become '?'."""
+    return "".join("?" if (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0) else c for c in text)
+
+
+def names_of(changes: Sequence[Tuple[str, Optional[str]]]) -> str:
+    return " ".join(n for n, _v in changes)
+
+
+def managed_words() -> str:
+    """The managed names, space separated, as the restore code of every shell lists them."""
+    for name in MANAGED:  # compiled into shell code: must be a plain name
+        if not NAME_RE.match(name):
+            raise ValueError("bad managed variable name %r" % name)
+    return " ".join(MANAGED)
+
 
 # Variables the probes and rules read (the table's ACTIVATION rows, cudafix/knowledge/env_vars.py).
 # The cache is keyed on their exact values (unset, empty and set are three different keys); the
@@ -52,12 +125,12 @@ def restored_env(env: Mapping[str, str]) -> Dict[str, str]:
     if names is None:
         return out
     listed = set(names.split(" "))
-    for name in shells.MANAGED:  # only the managed variables, whatever _CUDAFIX_VARS lists
+    for name in MANAGED:  # only the managed variables, whatever _CUDAFIX_VARS lists
         if name not in listed:
             continue
         old = out.get("_CUDAFIX_OLD_" + name, "")
         new = out.get("_CUDAFIX_NEW_" + name, "")
-        cur = shells.encode_state(out.get(name))
+        cur = encode_state(out.get(name))
         if old and cur == new:
             if old.startswith("s:"):
                 out[name] = old[2:]
@@ -113,7 +186,7 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
     for i, f in enumerate(findings):
         if not _is_safe_for_activation(f):
             continue
-        ops = tuple(op for op in f.fix.env.ops if shells.manageable(op.name))
+        ops = tuple(op for op in f.fix.env.ops if manageable(op.name))
         if not ops:
             continue
         before = dict(cur)
@@ -138,7 +211,7 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
     summary = None
     if changes or tail:
         head = "; ".join([p for p in parts if changes] + ([", ".join(tail)] if tail else []))
-        summary = shells.one_line("cudafix: %s \u2014 cudafix status" % head)
+        summary = one_line("cudafix: %s \u2014 cudafix status" % head)
     return Plan(changes=changes, summary=summary)
 
 
@@ -183,7 +256,7 @@ def guard_for(env: Mapping[str, str], plan: Plan, snapshot=None, prefix: Optiona
     if snapshot is not None:
         extra = list(getattr(snapshot, "env", {}) or {})
     for n in list(extra) + [n for n, _v in plan.changes]:
-        if shells.NAME_RE.match(n) and n not in names:
+        if NAME_RE.match(n) and n not in names:
             names.append(n)
     values = tuple((n, env.get(n)) for n in names)
     newer: List[str] = []
@@ -194,226 +267,3 @@ def guard_for(env: Mapping[str, str], plan: Plan, snapshot=None, prefix: Optiona
 
 
 # -- the cache file -----------------------------------------------------------------------------
-
-def cache_base(env: Mapping[str, str]) -> Optional[str]:
-    """Same choice as the static activate scripts: XDG_CACHE_HOME, else HOME/.cache; else none."""
-    xdg = env.get("XDG_CACHE_HOME", "")
-    if xdg.startswith("/"):
-        return xdg + "/cudafix/activation"
-    home = env.get("HOME", "")
-    if home.startswith("/"):
-        return home + "/.cache/cudafix/activation"
-    return None
-
-
-def prefix_ok(prefix: str) -> bool:
-    if not prefix.startswith("/"):
-        return False
-    return not any(s in prefix for s in ("//", "/./", "/../")) and not prefix.endswith(("/.", "/.."))
-
-
-def cache_file(prefix: str, family: str, env: Mapping[str, str]) -> Optional[str]:
-    base = cache_base(env)
-    if base is None or not prefix_ok(prefix):
-        return None
-    ext = shells.renderer(family).EXT
-    return base + prefix + ".cudafix/activate." + ext
-
-
-def _private_dirs(base: str, leaf: str) -> bool:
-    """Create base..leaf as 0700 dirs owned by us; refuse a path another user could write or
-    link (cudafix.store.safefs.open_dir: the one trust check of every cache)."""
-    from cudafix.store import safefs
-
-    fd = safefs.open_dir(leaf, create=True)
-    if fd is None:
-        return False
-    os.close(fd)
-    return True
-
-
-def write_cache(path: str, files: Mapping[str, str], stamp: float, env: Mapping[str, str]) -> bool:
-    """Write each file (name -> text) next to ``path`` atomically, mode 0600, dated ``stamp``
-    (before the probes ran), in the given order."""
-    base = cache_base(env)
-    if base is None:
-        return False
-    d = os.path.dirname(path)
-    if not _private_dirs(base, d):
-        return False
-    for name, text in files.items():
-        _write_one(os.path.join(d, name), text, stamp)
-    return True
-
-
-def _write_one(path: str, text: str, stamp: float) -> None:
-    atomic_write(path, text.encode("utf-8", "surrogateescape"), mode=0o600, mtime=stamp)
-
-
-def remove_cache(prefix: str, env: Mapping[str, str]) -> List[str]:
-    """Remove this env's cache files (all families) and the now-empty directories above them."""
-    removed: List[str] = []
-    base = cache_base(env)
-    p = cache_file(prefix, "sh", env)
-    if p and base:
-        d = os.path.dirname(p)
-        try:
-            names = sorted(os.listdir(d))
-        except OSError:
-            names = []
-        for name in names:  # our files only: activate.*, apply.*, and temp files of a crashed write
-            if name.startswith(("activate.", "apply.", ".activate.")):
-                os.unlink(os.path.join(d, name))
-                removed.append(os.path.join(d, name))
-        while d.startswith(base) and len(d) >= len(base):
-            try:
-                os.rmdir(d)
-            except OSError:
-                break
-            d = os.path.dirname(d)
-    return removed
-
-
-# -- the whole cold path ------------------------------------------------------------------------
-
-def collect(env: Mapping[str, str]):
-    """(snapshot, findings) for this interpreter's environment, seen with ``env``."""
-    from cudafix import probes, rules
-    from cudafix.store import paths
-
-    # The per-env cache (fatbin scan, loader simulation, nvcc version) is shared with `status`.
-    snap = probes.take_snapshot(env=dict(env), cache_dir=paths.env_cache_dir(sys.prefix, env))
-    return snap, rules.findings(rules.run(snap))
-
-
-def _conda_prefix(env: Mapping[str, str]) -> Optional[str]:
-    """CONDA_PREFIX, spelled as the shell spells it, when it is this interpreter's prefix."""
-    prefix = env.get("CONDA_PREFIX")
-    if not prefix:
-        return None
-    try:
-        if os.path.samefile(prefix, sys.prefix):
-            return prefix
-    except OSError:
-        pass
-    return None
-
-
-def render_activate(shell: str, environ: Optional[Mapping[str, str]] = None, write: bool = False) -> str:
-    """Shell code that (re)activates cudafix's corrections; with ``write``, also cache it."""
-    mod = shells.renderer(shell)
-    environ = os.environ if environ is None else environ
-    env = restored_env(environ)
-    # The cache file is dated 1 s before the probes start: a change at or after that instant is
-    # newer than the cache both to shells that compare mtimes in nanoseconds and to those that
-    # compare whole seconds (tcsh -M).  A change in that last second costs one extra cold run.
-    stamp = time.time() - 1.0
-    try:
-        snap, found = collect(env)
-        plan = plan_from_findings(found, env)
-        _start_warm(snap, found, plan, env)
-    except Exception as exc:  # activation must still complete: one line, nothing changed
-        return mod.restore() + mod.skipped("%s: %s" % (type(exc).__name__, exc))
-    if write:
-        prefix = _conda_prefix(env)
-        path = cache_file(prefix, shell, env) if prefix else None
-        if path:
-            try:
-                guard = guard_for(env, plan, snap, prefix)
-                write_cache(path, mod.cache_files(guard, plan, _version()), stamp, env)
-            except OSError:
-                pass  # no cache: the next activation takes the cold path again
-    return mod.activate(plan)
-
-
-def write_private_dir(text: str, name: str) -> str:
-    """Write ``text`` to ``name`` in a new private directory (mkdtemp: 0700, unpredictable name)
-    and return the directory.  csh's cold path sources the file and removes both: csh cannot eval
-    multi-line code, and this works where no cache can be written (HOME unset, cache unwritable)."""
-    import tempfile
-
-    d = tempfile.mkdtemp(prefix="cudafix-activate-")
-    fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(text.encode("utf-8", "surrogateescape"))
-    return d
-
-
-def _start_warm(snap, found, plan: Plan, env: Mapping[str, str]) -> None:
-    """PTX JIT applies (arch-ptx-jit / ext-ptx-jit): compile it now, in the background, with the
-    environment the activated shell will have (cudafix/plans/warm.py).  Never fails activation."""
-    try:
-        from cudafix.plans import warm
-        from cudafix.store import paths
-
-        if not warm.should_start([f.rule for f in found]):
-            return
-        after = dict(env)
-        for name, value in plan.changes:
-            if value is None:
-                after.pop(name, None)
-            else:
-                after[name] = value
-        warm.start_background(snap, [f.rule for f in found], after, paths.env_cache_dir(sys.prefix, env))
-    except Exception:
-        pass  # a warm that cannot start costs only the first run's JIT
-
-
-def render_deactivate(shell: str) -> str:
-    return shells.renderer(shell).deactivate()
-
-
-def _version() -> str:
-    from cudafix import __version__
-
-    return __version__
-
-
-# -- `python -m cudafix shell ...` without click (the cold path of every activation) ------------
-
-def fast_main(argv: Sequence[str]) -> Optional[int]:
-    """Handle exactly `shell --shell S --activate|--deactivate [--write-cache] [--print-dir]` (any
-    order).  With --print-dir (csh's cold path) the code goes to a private file
-    (:func:`write_private_dir`) and stdout holds only that file's directory.
-
-    Returns None for anything else, which then goes to the click CLI (help, errors).  Importing
-    click and every command costs ~50 ms on the activation cold path; this skips it.
-    """
-    args = list(argv)
-    if not args or args[0] != "shell":
-        return None
-    rest = args[1:]
-    shell = None
-    action = None
-    write = False
-    to_dir = False
-    i = 0
-    while i < len(rest):
-        a = rest[i]
-        if a == "--shell" and i + 1 < len(rest):
-            shell = rest[i + 1]
-            i += 2
-            continue
-        if a.startswith("--shell="):
-            shell = a.split("=", 1)[1]
-        elif a in ("--activate", "--deactivate") and action is None:
-            action = a[2:]
-        elif a == "--write-cache":
-            write = True
-        elif a == "--print-dir":
-            to_dir = True
-        else:
-            return None
-        i += 1
-    if shell not in shells.SHELL_FAMILY or action is None:
-        return None
-    text = render_activate(shell, write=write) if action == "activate" else render_deactivate(shell)
-    if to_dir:
-        text = write_private_dir(text, "activate." + shells.renderer(shell).EXT) + "\n"
-    out = getattr(sys.stdout, "buffer", None)
-    if out is None:
-        sys.stdout.write(text)
-    else:
-        out.write(text.encode("utf-8", "surrogateescape"))
-    sys.stdout.flush()
-    return 0

@@ -21,73 +21,23 @@ a managed name is listed.  No value is ever evaluated as code.
 
 from __future__ import annotations
 
-import dataclasses
-import re
-from typing import Optional, Sequence, Tuple
-
-from cudafix.knowledge import env_vars
-
-NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-# The only variables activation may set / unset and deactivation may restore: the table's managed
-# rows (cudafix/knowledge/env_vars.py).  The restore code has this list compiled in and never takes
-# a name from the environment, so a parent environment's _CUDAFIX_VARS cannot make it touch PATH,
-# LD_PRELOAD, a read-only variable (UID, EUID) or anything else (docs/security-activation.md).
-MANAGED = env_vars.MANAGED
-
-# Format of the cache files: the static activate scripts only accept a cache of this format.
-CACHE_FORMAT = "1"
+# The protocol's data lives with the activation plan (cudafix/plans/activation.py): the renderers
+# turn it into code.  Re-exported here for the renderer modules.
+from cudafix.plans.activation import (  # noqa: E402,F401
+    CACHE_FORMAT,
+    MANAGED,
+    NAME_RE,
+    Guard,
+    Plan,
+    encode_state,
+    managed_words,
+    manageable,
+    names_of,
+    one_line,
+)
 
 FAMILIES = ("sh", "fish", "csh")
 SHELL_FAMILY = {"sh": "sh", "bash": "sh", "zsh": "sh", "dash": "sh", "ash": "sh", "fish": "fish", "csh": "csh", "tcsh": "csh"}
-
-
-def manageable(name: str) -> bool:
-    """Whether activation may set / unset / back up this variable."""
-    return name in MANAGED
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """What activation does: final states (value, or None for unset), in order, and one line."""
-
-    changes: Tuple[Tuple[str, Optional[str]], ...] = ()
-    summary: Optional[str] = None
-
-    def __post_init__(self) -> None:
-        for name, _value in self.changes:
-            if not manageable(name):
-                raise ValueError("activation cannot manage variable %r" % name)
-
-
-@dataclasses.dataclass(frozen=True)
-class Guard:
-    """When a cached plan is still valid, in terms a shell can test with builtins only.
-
-    ``values``: (name, value or None for unset) as seen before activation.
-    ``newer``: paths that existed when the plan was computed; the cache is stale once one of
-    them is gone or newer than the cache file (whose mtime is set to before the probes ran).
-    ``absent``: paths that did not exist; the cache is stale once one appears.
-    """
-
-    values: Tuple[Tuple[str, Optional[str]], ...] = ()
-    newer: Tuple[str, ...] = ()
-    absent: Tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        for name, _value in self.values:
-            if not NAME_RE.match(name):
-                raise ValueError("bad variable name %r" % name)
-
-
-def encode_state(value: Optional[str]) -> str:
-    """The backup encoding: ``u`` for unset, ``s:<value>`` for set (empty included)."""
-    return "u" if value is None else "s:" + value
-
-
-def one_line(text: str) -> str:
-    """Make text safe as a single terminal line: control characters become '?'."""
-    return "".join("?" if (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0) else c for c in text)
 
 
 def renderer(shell: str):
@@ -102,15 +52,3 @@ def renderer(shell: str):
     else:
         raise ValueError("unsupported shell %r (one of: %s)" % (shell, ", ".join(sorted(SHELL_FAMILY))))
     return mod
-
-
-def names_of(changes: Sequence[Tuple[str, Optional[str]]]) -> str:
-    return " ".join(n for n, _v in changes)
-
-
-def managed_words() -> str:
-    """The managed names, space separated, as the restore code of every shell lists them."""
-    for name in MANAGED:  # compiled into shell code: must be a plain name
-        if not NAME_RE.match(name):
-            raise ValueError("bad managed variable name %r" % name)
-    return " ".join(MANAGED)
