@@ -425,50 +425,6 @@ def index_url(variant: str) -> str:
     return INDEX_BASE + _variant_of(variant)
 
 
-def pip_command(torch_version: str, variant: str, torchvision: Optional[str] = None, local: bool = False) -> str:
-    """Exact pip command for an official wheel of ``torch_version`` (X.Y.Z) + ``variant``.
-
-    ``local``: pin the local version (``torch==2.13.0+cu130``).  Needed when the env already has
-    the same X.Y.Z in another variant: PEP 440 lets ``torch==2.13.0`` match an installed
-    ``2.13.0+cpu``, so pip would answer "Requirement already satisfied" and change nothing.
-    """
-    rel = release(torch_version)
-    tv = torchvision or torchvision_for(torch_version)
-    variant = _variant_of(variant)
-    style = rel.pip_style if rel else "index"
-    pkgs = "torch==%s" % torch_version
-    if style == "find-links":
-        pkgs = "torch==%s+%s" % (torch_version, variant)
-        if tv:
-            pkgs += " torchvision==%s+%s" % (tv, variant)
-        url = INDEX_BASE + (variant + "/" if variant == "cu113" else "") + "torch_stable.html"
-        return "pip install %s -f %s" % (pkgs, url)
-    if local and style == "index":
-        pkgs = "torch==%s+%s" % (torch_version, variant) + (" torchvision==%s+%s" % (tv, variant) if tv else "")
-    elif tv:
-        pkgs += " torchvision==%s" % tv
-    flag = "--extra-index-url" if style == "extra-index" else "--index-url"
-    if style == "extra-index":
-        pkgs = "torch==%s+%s" % (torch_version, variant) + (" torchvision==%s+%s" % (tv, variant) if tv else "")
-    return "pip install %s %s %s" % (pkgs, flag, index_url(variant))
-
-
-def conda_command(torch_version: str, cuda: str, torchvision: Optional[str] = None) -> Optional[str]:
-    """Exact `conda install` for a pytorch-channel build, or None if that build does not exist."""
-    cv = conda_variant(torch_version, cuda)
-    if cv is None:
-        return None
-    tv = torchvision or torchvision_for(torch_version)
-    if tv and version_tuple(torch_version)[:3] == (2, 0, 0):
-        tv = "0.15.0"  # conda pairs 2.0.0 with 0.15.0 (site previous-versions)
-    parts = ["conda install pytorch==%s" % torch_version]
-    if tv:
-        parts.append("torchvision==%s" % tv)
-    parts.append("%s=%s" % (cv.package, cv.cuda))
-    parts.extend("-c %s" % ch for ch in cv.channels)
-    return " ".join(parts)
-
-
 def python_supported(rel: TorchRelease, python: str) -> bool:
     py = major_minor(python)
     return bool(py) and major_minor(rel.python[0]) <= py <= major_minor(rel.python[1])
