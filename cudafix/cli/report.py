@@ -177,10 +177,8 @@ def _validate_assume(driver: Optional[str], gpus: Optional[Sequence[str]], given
     """Reject a bad --assume-* value (or $CUDAFIX_ASSUME_*) before anything is probed."""
     if not driver and not gpus:
         return
-    try:
-        from cudafix.probes import assume
-    except ImportError:
-        raise BadInput("--assume-driver / --assume-gpu are not available in this cudafix build") from None
+    from cudafix.probes import assume
+
     try:
         if driver:
             assume.parse_driver(driver)
@@ -197,10 +195,8 @@ def _validate_assume(driver: Optional[str], gpus: Optional[Sequence[str]], given
 def _apply_assume(snap: Snapshot, driver: Optional[str], gpus: Sequence[str]) -> Snapshot:
     if not driver and not gpus:
         return snap
-    try:
-        from cudafix.probes import assume
-    except ImportError:
-        raise BadInput("--assume-driver / --assume-gpu are not available in this cudafix build") from None
+    from cudafix.probes import assume
+
     try:
         return assume.apply(snap, driver, list(gpus))
     except assume.AssumeError as exc:

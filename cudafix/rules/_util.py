@@ -7,6 +7,7 @@ import shlex
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from cudafix.model.findings import OK, PROBLEM, UNKNOWN, Outcome
+from cudafix.knowledge import cuda_driver
 from cudafix.model import versions
 from cudafix.model.snapshot import GPU, Snapshot, TorchBuild
 
@@ -97,10 +98,6 @@ def driver_cuda_int(snap: Snapshot) -> Tuple[Optional[int], str]:
         return d.cuda_version, via
     version = d.kernel_version or d.libcuda_version
     if not version:
-        return None, ""
-    try:
-        from cudafix.knowledge import cuda_driver
-    except ImportError:  # pragma: no cover - knowledge package is part of cudafix
         return None, ""
     row = cuda_driver.branch_row(version)
     if row is not None:

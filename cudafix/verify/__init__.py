@@ -83,16 +83,11 @@ def run_child(python: str, quick: bool, timeout: float) -> Dict[str, Any]:
 
 
 def _expected_peaks(devices: List[Dict[str, Any]]) -> Dict[str, Any]:
-    try:
-        from cudafix.knowledge import gpu_peaks
-    except ImportError:
-        return {}
+    from cudafix.knowledge import gpu_peaks
+
     if not devices:
         return {}
-    lookup = getattr(gpu_peaks, "peak_for", None)
-    if lookup is None:
-        return {}
-    row = lookup(devices[0]["name"])
+    row = gpu_peaks.peak_for(devices[0]["name"])
     if row is None:
         return {}
     return dataclasses.asdict(row) if dataclasses.is_dataclass(row) else dict(row)
