@@ -311,3 +311,17 @@ def test_registry_explain_material_is_complete():
         assert r.cause and r.symptoms and r.evidence_used and r.fix_text and r.sources, r.id
         assert r.severity in ("error", "warning", "info")
         assert r.id == r.id.lower() and " " not in r.id
+
+
+def test_a_rule_fixes_automatically_only_where_its_record_says_so():
+    """Rule.auto is the policy (docs/rules.md's auto-fix column); each Fix.auto a rule emits must
+    agree with it, and a rule declared automatic shows an automatic fix on some fixture."""
+    auto_seen = set()
+    for name in EXPECT:
+        for run in rules.run(load(name)):
+            for o in run.outcomes:
+                if o.fix is not None and o.fix.auto:
+                    assert run.rule.auto, "%s emits an automatic fix on %r but its record says advice" % (run.rule.id, name)
+                    auto_seen.add(run.rule.id)
+    declared = {r.id for r in rules.REGISTRY if r.auto}
+    assert declared - auto_seen == set(), "declared automatic, never seen fixing automatically"
