@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Dict, Mapping, Optional, Tuple
 
-from cudafix.knowledge import env_vars
+from cudafix.knowledge import env_vars, jit_cache
 from cudafix.model.snapshot import JitCache
 
 # Variables read by the CUDA driver/runtime, by torch, by the dynamic loader, and by conda
@@ -18,13 +18,10 @@ VARIABLES = env_vars.names(env_vars.PROBE)
 # Any other variable with these prefixes is recorded too (CUDA reads more than it documents).
 PREFIXES = env_vars.PROBE_PREFIXES
 
-# CUDA_CACHE_MAXSIZE (NVIDIA "CUDA Environment Variables", https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html):
-# maximum 4294967296 (4 GiB) in every edition.  Default: 268435456 (256 MiB) in the older
-# Programming Guide table; the current page says 1073741824 (1 GiB) on desktop/server and
-# 256 MiB on embedded.  Which driver release changed it is UNCONFIRMED, so the effective default
-# recorded here is the floor both editions guarantee, 256 MiB, with the alternative noted.
-CACHE_MAX_BYTES = 4294967296
-CACHE_DEFAULT_BYTES = 268435456
+# CUDA_CACHE_MAXSIZE's bounds: cudafix/knowledge/jit_cache.py.  The effective default recorded
+# here is the floor both editions of NVIDIA's table guarantee, with the alternative noted.
+CACHE_MAX_BYTES = jit_cache.MAX_BYTES
+CACHE_DEFAULT_BYTES = jit_cache.DEFAULT_OLDER_DOCS_BYTES
 CACHE_DEFAULT_NOTE = ("driver default: 256 MiB in older CUDA docs, 1 GiB on desktop/server in current ones "
                       "(change point unconfirmed); 256 MiB assumed")
 MAX_CACHE_FILES = 200000

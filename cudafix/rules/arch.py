@@ -12,9 +12,8 @@ from cudafix.model.fixes import SET, UNSET, EnvOp, EnvPatch, Fix
 from cudafix.knowledge import arch as karch
 from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge import torch_builds as tb
+from cudafix.knowledge import jit_cache
 from cudafix.rules._util import (
-    GIB,
-    MIB,
     base_version,
     driver_cuda_int,
     env_value,
@@ -31,11 +30,10 @@ from cudafix.rules._util import (
 )
 from cudafix.model.snapshot import GPU, Snapshot, TorchBuild
 
-CACHE_MAX = 4 * GIB  # NVIDIA: CUDA_CACHE_MAXSIZE maximum is 4294967296 (4 GiB)
-ENV_DOC = "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"
-# Documented defaults: 256 MiB in older CUDA docs, 1 GiB (desktop/server) in current ones; which
-# driver changed it is unconfirmed (https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html), so an unset value is judged against both.
-DEFAULT_LOW, DEFAULT_HIGH = 256 * MIB, 1 * GIB
+CACHE_MAX = jit_cache.MAX_BYTES
+ENV_DOC = jit_cache.ENV_DOC
+# An unset CUDA_CACHE_MAXSIZE is judged against both documented defaults (knowledge/jit_cache.py).
+DEFAULT_LOW, DEFAULT_HIGH = jit_cache.DEFAULT_OLDER_DOCS_BYTES, jit_cache.DEFAULT_CURRENT_DOCS_BYTES
 
 
 @dataclasses.dataclass

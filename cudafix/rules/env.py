@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
+from cudafix.knowledge import measured
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import Fix
 from cudafix.model.visible_devices import parse_cuda_visible_devices, resolve_visible
@@ -149,7 +150,7 @@ def check_launch_blocking(snap: Snapshot) -> Iterable[Outcome]:
         return [ok("CUDA_LAUNCH_BLOCKING=%s: kernels launch asynchronously" % raw, subject="CUDA_LAUNCH_BLOCKING")]
     ev = [
         "CUDA_LAUNCH_BLOCKING=%s disables asynchronous kernel launches (a debugging setting; NVIDIA CUDA environment variables)" % raw,
-        "measured on an H200 (yolov9c, batch 8, fp16, 640 px; docs/gpu.md): 44.1 ms per batch with it vs 14.8 ms without",
+        measured.LAUNCH_BLOCKING.evidence(),
     ]
     fix = Fix(summary="unset CUDA_LAUNCH_BLOCKING once debugging is done", commands=("unset CUDA_LAUNCH_BLOCKING",))
     # Advice only: it is set on purpose while debugging; removing it silently would defeat that.
@@ -189,7 +190,7 @@ def check_module_loading(snap: Snapshot) -> Iterable[Outcome]:
         ev = [
             "lazy loading needs a CUDA 11.7+ runtime and an R515+ driver: torch %s uses CUDA %s, driver %s" % (t.version or t.dist.version, t.cuda, dv),
             "%s=EAGER loads every kernel of every CUDA library at the first CUDA call" % name,
-            "measured on an H200 (torch 2.11.0+cu130; docs/gpu.md): first CUDA op 3.01 s and 1260 MiB device memory with EAGER vs 0.34 s and 620 MiB lazy",
+            measured.MODULE_LOADING_EAGER.evidence(),
         ]
         fix = Fix(summary="unset %s (lazy loading is the default)" % name, commands=("unset %s" % name,))
         # Advice only: EAGER is sometimes set on purpose (benchmarking, to avoid load-time stalls later).
@@ -209,7 +210,7 @@ RULES = (
         cause="CUDA_VISIBLE_DEVICES set to '' hides every GPU; an invalid first entry (-1, an index beyond the GPU count, a UUID that matches nothing) also leaves none, because CUDA stops parsing at the first invalid entry. Often a hard-coded os.environ['CUDA_VISIBLE_DEVICES'] from another machine, or an empty value exported by a script.",
         symptoms=(
             "RuntimeError: No CUDA GPUs are available",
-            "torch.cuda.is_available() returns False; work silently runs on the CPU (yolov9c, batch 1: 223 ms/image on the CPU vs 19 ms/image on an H200; docs/gpu.md)",
+            "torch.cuda.is_available() returns False; work silently runs on the CPU (%s)" % measured.CPU_FALLBACK.evidence(),
             "conda: __cuda virtual package missing (cuInit returns 100/101 for empty or invalid values)",
         ),
         evidence_used="the CUDA_VISIBLE_DEVICES value (unset vs empty), the GPU list (index, UUID) from NVML or /proc/driver/nvidia/gpus, whether torch is a CUDA build",
@@ -254,7 +255,7 @@ RULES = (
         needs=("env",),
         cause="CUDA_LAUNCH_BLOCKING=1 makes every kernel launch synchronous. torch's error messages suggest it for debugging ('For debugging consider passing CUDA_LAUNCH_BLOCKING=1') and it is often left set afterwards.",
         symptoms=(
-            "GPU utilisation low, CPU busy; training/inference about 3x slower (yolov9c batch 8 fp16 on an H200: 44.1 ms vs 14.8 ms per batch, docs/gpu.md)",
+            "GPU utilisation low, CPU busy; training/inference about 3x slower (%s)" % measured.LAUNCH_BLOCKING.evidence(),
         ),
         evidence_used="the CUDA_LAUNCH_BLOCKING value",
         fix_text="unset CUDA_LAUNCH_BLOCKING when not debugging.",
@@ -268,8 +269,7 @@ RULES = (
         needs=("env", "torch", "driver"),
         cause="With EAGER, the CUDA runtime loads every kernel of every library at the first CUDA call instead of on first use. Lazy loading needs a CUDA 11.7+ runtime and an R515+ driver; it is the default on Linux since CUDA 12.2 (torch set LAZY itself from 1.13).",
         symptoms=(
-            "first CUDA operation takes seconds (H200, torch 2.11 cu130: 3.01 s vs 0.34 s, docs/gpu.md)",
-            "device memory used at start roughly doubles (1260 MiB vs 620 MiB, docs/gpu-raw/module-loading.json)",
+            "first CUDA operation takes seconds and device memory used at start roughly doubles (%s)" % measured.MODULE_LOADING_EAGER.evidence(),
         ),
         evidence_used="CUDA_MODULE_LOADING / CUDA_MODULE_DATA_LOADING, torch.version.cuda, driver version",
         fix_text="unset CUDA_MODULE_LOADING (and CUDA_MODULE_DATA_LOADING).",
