@@ -74,7 +74,15 @@ EXPECT = {
     "birefnet_alloc_conf_invalid.json": {"alloc-conf-invalid": ("error", ["expandable_segments", "2.0.1"], True)},
     # recorded on this project's GPU-less dev box: CUDA torch, no driver -> warning (no GPU seen)
     "real_torch_cu_no_driver.json": {"no-driver": ("warning", ["2.14.1+cu130"], False)},
+    # issue 14: a torch extension built against torch 2.14.1 (sm_80, CUDA 13) beside torch 2.5.1+cu124 on an H200
+    "ext_foreign_torch_h200.json": {"ext-torch-symbols": ("error", ["_ZNK3c1010TensorImpl15incref_pyobjectEv", "c10::TensorImpl::incref_pyobject() const"], False),
+                                    "ext-cuda-major": ("warning", ["CUDA 13", "12.4", "libcudart.so.13"], False),
+                                    "ext-arch-unsupported": ("error", ["sm_90", "no kernel image", "sm_80"], False),
+                                    "cuda-home-mismatch": ("error", ["13.0", "12.4"], False)},
+    # issue 14: recorded on the H200: a torch extension built PTX-only (TORCH_CUDA_ARCH_LIST="7.5+PTX")
+    "h200_ext_ptx_jit.json": {"ext-ptx-jit": ("warning", ["compute_75", "sm_90", "1 MiB"], False)},
     # healthy counterparts
+    "ext_torchvision_h200.json": {},
     "h200_healthy.json": {},
     "onediff_driver_ok.json": {},
     "f12_visible_devices_ok.json": {},
@@ -207,3 +215,9 @@ def test_registry_explain_material_is_complete():
         assert r.cause and r.symptoms and r.evidence_used and r.fix_text and r.sources, r.id
         assert r.severity in ("error", "warning", "info")
         assert r.id == r.id.lower() and " " not in r.id
+
+
+def test_ext_ptx_jit_fix_warms_first_then_names_the_native_rebuild():
+    f = _one("h200_ext_ptx_jit.json", "ext-ptx-jit")
+    assert f.fix.commands[0] == "cudafix warm"
+    assert 'TORCH_CUDA_ARCH_LIST="9.0"' in f.fix.summary
