@@ -4,6 +4,7 @@
 #   torch-cu:  torch 2.14.1 + cu130 with real fatbins and nvidia-* wheels (~5.5 GB)
 #   torch-251: torch 2.5.1 + cu124 with its nvidia-*-cu12 wheels (~5 GB): the last torch line whose
 #              `import torch` really breaks on a shadowed libnvJitLink (tests/shadowing.py)
+#   torchvision-cu: torchvision 0.29.1 (PyPI) over torch-cu's torch (tests/test_extensions.py)
 # Both also get cudafix's runtime dependencies so `venv/bin/python -m cudafix` works with the
 # checkout on PYTHONPATH.  Location: $CUDAFIX_TEST_VENVS (default ~/.cache/cudafix-venvs).
 set -eu
@@ -21,6 +22,18 @@ mk() {  # mk NAME TORCH_SPEC
 mk torch-cpu torch==2.13.0
 mk torch-cu torch==2.14.1
 mk torch-251 torch==2.5.1
+
+# torchvision-cu: torchvision 0.29.1 from PyPI (its real CUDA _C_stable.so, ~15 MB) over torch-cu's
+# torch, which a .pth line puts on its path (no second 5.5 GB torch): tests/test_extensions.py.
+tv=$root/torchvision-cu
+if [ ! -f "$tv/.cudafix-ready-torchvision==0.29.1" ]; then
+    rm -rf "$tv"
+    python3 -m venv "$tv"
+    site=$("$tv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$root/torch-cu/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/cudafix-test-torch-cu.pth"
+    "$tv/bin/python" -m pip install -q --no-deps torchvision==0.29.1
+    touch "$tv/.cudafix-ready-torchvision==0.29.1"
+fi
 
 # A real Python 3.8 (yolov9 images ship 3.8) with cudafix's runtime dependencies, for the tests
 # that run cudafix under 3.8 itself (tests/test_py38_real.py).  pyenv's 3.8 where present; else

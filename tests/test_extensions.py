@@ -331,3 +331,45 @@ def test_background_start_once_logged(tmp_path, plain_modules):
         time.sleep(0.5)
     # The detached job probed this (GPU-less) machine itself and found nothing to warm.
     assert "nothing to warm" in open(log).read()
+
+
+# -- on the recorded fixtures -------------------------------------------------------------------------
+
+SNAPS = REPO / "tests" / "fixtures" / "snapshots"
+
+
+def test_warm_plan_takes_torch_itself_when_torch_needs_jit():
+    # conda torch 1.10 cu113 on an H100: compute_37 PTX only for sm_90 (docs/yolov9.md)
+    snap = Snapshot.load(str(SNAPS / "yolov9_conda_h100.json"))
+    (t,) = warm.plan(snap)
+    assert t.cc == "9.0"
+    assert [m.via for m in t.modules] and all(m.via == "import torch" and m.warmable for m in t.modules)
+    # that fixture was transcribed from a report: no PTX sizes, so no estimate is claimed
+    assert not t.size_known and "no time estimate" in t.describe()
+    assert warm.child_spec(t, snap)["import_torch"] is True
+    assert warm.child_spec(t, snap)["cudarts"] == ["libcudart.so.11"]
+
+
+def test_warm_plan_on_the_recorded_h200_ptx_extension():
+    snap = Snapshot.load(str(SNAPS / "h200_ext_ptx_jit.json"))
+    (t,) = warm.plan(snap)
+    (m,) = t.modules
+    assert m.warmable and m.via == "dlopen" and m.ptx_bytes == 1187026 and m.cudart == "libcudart.so.13"
+    spec = warm.child_spec(t, snap)
+    assert spec == {"import_torch": True, "libs": [m.path], "cudarts": ["libcudart.so.13"]}
+    env = warm.child_env(t, {"CUDA_CACHE_PATH": "/c", "CUDA_CACHE_MAXSIZE": "4294967296"})
+    assert env["CUDA_MODULE_LOADING"] == "EAGER" and env["CUDA_CACHE_PATH"] == "/c" and env["CUDA_CACHE_MAXSIZE"] == "4294967296"
+    assert env["CUDA_VISIBLE_DEVICES"] == snap.gpus.gpus[0].uuid
+
+
+def test_status_section_compact_and_verbose():
+    from cudafix import rules
+    from cudafix.render.report import render_status
+
+    snap = Snapshot.load(str(SNAPS / "ext_foreign_torch_h200.json"))
+    runs = rules.run(snap)
+    compact = render_status(snap, runs).split("Extension modules\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert compact[0].startswith("  unowned: /root/.cache/cudafix-test-ext/")
+    assert compact[0].endswith("1 file  SASS sm_80; PTX none  CUDA 13  error (ext-arch-unsupported, ext-cuda-major, ext-torch-symbols)")
+    verbose = render_status(snap, runs, verbose=True)
+    assert "cfx_ext.cpython-311-x86_64-linux-gnu.so: SASS sm_80; PTX none; CUDA 13; error  torch symbols: 12 checked, 4 missing" in verbose

@@ -95,8 +95,18 @@ class WarmTarget:
     def ptx_bytes(self) -> int:
         return sum(m.ptx_bytes or 0 for m in self.modules if m.warmable)
 
+    @property
+    def size_known(self) -> bool:
+        return all(m.ptx_bytes is not None for m in self.modules if m.warmable)
+
     def estimate_s(self) -> float:
         return self.ptx_bytes / JIT_BYTES_PER_S
+
+    def describe(self) -> str:
+        """"1.2 MB of PTX, ~4 s to compile" (or why there is no estimate)."""
+        if not self.size_known:
+            return "PTX size not recorded (no fatbin scan), no time estimate"
+        return "%s of PTX, ~%.0f s to compile" % (_mb(self.ptx_bytes), self.estimate_s())
 
 
 def _cc(g: GPU) -> Optional[str]:
@@ -224,12 +234,12 @@ def record(cache_dir: str, key: str, target: WarmTarget, result: Dict[str, objec
 def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str, str], progress=None,
               timeout: float = 3600.0) -> Dict[str, object]:
     """Warm one target in a child; ``progress(fraction, elapsed, estimate, cache_added)`` is
-    called a few times a second.  Returns the child's last report plus measured numbers."""
+    called a few times a second (fraction and estimate None when the PTX size is not known).  Returns the child's last report plus measured numbers."""
     spec = child_spec(target, snap)
     cenv = child_env(target, env)
     cpath = cache_path(cenv)
     before = dir_bytes(cpath)
-    est = max(target.estimate_s(), 0.5)
+    est = max(target.estimate_s(), 0.5) if target.size_known else None
     start = time.monotonic()
     proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, env=cenv)
@@ -240,7 +250,7 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
                 proc.kill()
                 break
             if progress is not None:
-                progress(min(el / est, 0.99), el, est, dir_bytes(cpath) - before)
+                progress(min(el / est, 0.99) if est else None, el, est, dir_bytes(cpath) - before)
             time.sleep(0.25)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -318,12 +328,12 @@ def plan_lines(targets: Sequence[WarmTarget], snap: Snapshot, state: Dict[str, o
     lines = ["JIT cache: %s" % cache_path(env)]
     for t in targets:
         warm = is_warm(state, state_key(snap, t.cc, env), t, env)
-        lines.append("GPU%d %s (CC %s): %d module(s), %s of PTX, ~%.0f s to compile" % (
-            t.gpu.index, t.gpu.name, t.cc, len(t.modules), _mb(t.ptx_bytes), t.estimate_s()))
+        lines.append("GPU%d %s (CC %s): %d module(s), %s" % (t.gpu.index, t.gpu.name, t.cc, len(t.modules), t.describe()))
         for m in t.modules:
             st = "warm" if warm.get(m.path) else ("not warmable: " + m.why_not if not m.warmable else "cold")
-            lines.append("  %-5s %s  %s PTX  %s" % (st.split(":")[0] if st.startswith("not") else st, m.label,
-                                                     _mb(m.ptx_bytes or 0), (m.why_not if not m.warmable else m.path)))
+            size = "%s PTX" % _mb(m.ptx_bytes) if m.ptx_bytes is not None else "PTX size unknown"
+            lines.append("  %-5s %s  %s  %s" % (st.split(":")[0] if st.startswith("not") else st, m.label, size,
+                                                (m.why_not if not m.warmable else m.path)))
     return lines
 
 
