@@ -255,12 +255,24 @@ def test_cache_hit_skips_examination(plain_modules, tmp_path, monkeypatch):
 
 
 def test_torch_extension_cache_dir_scanned(plain_modules, tmp_path):
-    root = tmp_path / "torch_extensions" / "py311_cu130" / "myop"
-    root.mkdir(parents=True)
-    shutil.copy(plain_modules["ptx75-static"], str(root / "myop.so"))
-    info = pext.probe_extensions([], {"TORCH_EXTENSIONS_DIR": str(tmp_path / "torch_extensions")})
+    # torch.utils.cpp_extension._get_build_directory: TORCH_EXTENSIONS_DIR/<name>/<name>.so ...
+    ted = tmp_path / "ted" / "myop"
+    ted.mkdir(parents=True)
+    shutil.copy(plain_modules["ptx75-static"], str(ted / "myop.so"))
+    info = pext.probe_extensions([], {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ted")})
     (m,) = info.modules
     assert m.location == "torch extension cache" and m.package == "myop" and m.ptx == ["compute_75"]
+    # ... else <XDG_CACHE_HOME>/torch_extensions/py311_cu130/<name>/: only this env's tag counts
+    for tag in ("py311_cu130", "py38_cu113"):
+        d = tmp_path / "xdg" / "torch_extensions" / tag / ("op_" + tag)
+        d.mkdir(parents=True)
+        shutil.copy(plain_modules["sm80-shared"], str(d / ("op_%s.so" % tag)))
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert pext.extension_tag("3.11.7", "13.0", None) == "py311_cu130"
+    info = pext.probe_extensions([], env, tag=pext.extension_tag("3.11.7", "13.0", None))
+    assert [m.package for m in info.modules] == ["op_py311_cu130"]
+    info = pext.probe_extensions([], env)  # torch unknown: every tag
+    assert sorted(m.package for m in info.modules) == ["op_py311_cu130", "op_py38_cu113"]
 
 
 def test_snapshot_round_trip_and_old_snapshots(plain_modules):
@@ -373,3 +385,11 @@ def test_status_section_compact_and_verbose():
     assert compact[0].endswith("1 file  SASS sm_80; PTX none  CUDA 13  error (ext-arch-unsupported, ext-cuda-major, ext-torch-symbols)")
     verbose = render_status(snap, runs, verbose=True)
     assert "cfx_ext.cpython-311-x86_64-linux-gnu.so: SASS sm_80; PTX none; CUDA 13; error  torch symbols: 12 checked, 4 missing" in verbose
+
+
+def test_ptx_jit_fix_offers_warm_only_where_it_can_work(plain_modules):
+    from cudafix import rules
+
+    snap = _h200_snap([plain_modules["ptx75-static"]])
+    (f,) = [f for f in rules.findings(rules.run(snap, rules.select(only=["ext-ptx-jit"])))]
+    assert "cudafix warm" not in f.fix.commands and "linked statically" in f.fix.summary
