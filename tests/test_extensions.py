@@ -393,3 +393,22 @@ def test_ptx_jit_fix_offers_warm_only_where_it_can_work(plain_modules):
     snap = _h200_snap([plain_modules["ptx75-static"]])
     (f,) = [f for f in rules.findings(rules.run(snap, rules.select(only=["ext-ptx-jit"])))]
     assert "cudafix warm" not in f.fix.commands and "linked statically" in f.fix.summary
+
+
+def test_activation_starts_warm_with_the_environment_the_shell_will_have(monkeypatch):
+    # The one call activation makes: the warm job must see the JIT cache size activation sets
+    # (arch-ptx-jit raises CUDA_CACHE_MAXSIZE), and nothing starts without a PTX-JIT finding.
+    from cudafix.model.findings import Finding
+    from cudafix.plans import activation
+    from cudafix.render.shells import Plan
+
+    calls = []
+    monkeypatch.setattr(warm, "start_background", lambda snap, rules_, env, cache_dir, python=None: calls.append((rules_, env)))
+    snap = Snapshot()
+    plan = Plan(changes=(("CUDA_CACHE_MAXSIZE", "4294967296"), ("CUDA_HOME", None)))
+    env = {"CUDA_HOME": "/x", "HOME": "/h"}
+    activation._start_warm(snap, [Finding("cuda-home-mismatch", "error", "m")], plan, env)
+    assert calls == []
+    activation._start_warm(snap, [Finding("arch-ptx-jit", "warning", "m")], plan, env)
+    ((rules_, got),) = calls
+    assert rules_ == ["arch-ptx-jit"] and got == {"CUDA_CACHE_MAXSIZE": "4294967296", "HOME": "/h"}
