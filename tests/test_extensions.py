@@ -412,3 +412,25 @@ def test_activation_starts_warm_with_the_environment_the_shell_will_have(monkeyp
     activation._start_warm(snap, [Finding("arch-ptx-jit", "warning", "m")], plan, env)
     ((rules_, got),) = calls
     assert rules_ == ["arch-ptx-jit"] and got == {"CUDA_CACHE_MAXSIZE": "4294967296", "HOME": "/h"}
+
+
+def test_conda_env_lib_and_site_packages_owned_by_conda_records(plain_modules, tmp_path):
+    # A conda prefix (synthetic: conda-meta records written here in conda's format) holding one
+    # CUDA module in lib/ and one in site-packages without a dist-info RECORD.
+    prefix = tmp_path / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    site = prefix / "lib" / "python3.11" / "site-packages" / "myops"
+    site.mkdir(parents=True)
+    shutil.copy(plain_modules["sm80-shared"], str(prefix / "lib" / "libmyops_cuda.so"))
+    shutil.copy(plain_modules["multi-plain"], str(site / "_C.so"))
+    shutil.copy(plain_modules["sm80-shared"], str(prefix / "lib" / "libcublasLt.so.12"))  # NVIDIA's: skipped
+    rec = {"name": "myops", "version": "1.2", "files": ["lib/libmyops_cuda.so", "lib/python3.11/site-packages/myops/_C.so"]}
+    (prefix / "conda-meta" / "myops-1.2-cuda_0.json").write_text(json.dumps(rec))
+    info = pext.probe_extensions([str(site.parent)], {}, prefix=str(prefix), conda=True)
+    got = sorted((os.path.basename(m.path), m.location, m.package, m.package_version, m.owner_via) for m in info.modules)
+    assert got == [("_C.so", "site-packages", "myops", "1.2", "conda-meta/myops-1.2-cuda_0.json"),
+                   ("libmyops_cuda.so", "conda lib", "myops", "1.2", "conda-meta/myops-1.2-cuda_0.json")]
+    from cudafix.rules.extensions import rebuild
+
+    fix = rebuild(Snapshot(), info.modules[0], ["9.0"])
+    assert not fix.commands and "conda package myops" in fix.summary

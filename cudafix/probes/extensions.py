@@ -368,7 +368,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                     dirty = True
                 if facts is None:
                     continue
-                mod = _module(path, kind, root, facts, owners, prefix, conda_cache)
+                mod = _module(path, kind, root, facts, owners, prefix if conda else None, conda_cache)
                 if mod.torch_linked:
                     if torch_lib is None:
                         mod.unknown["torch_symbols"] = "no torch installed to check its torch symbols against"
@@ -426,6 +426,10 @@ def _module(path: str, kind: str, root: str, facts: Dict[str, Any], owners: _Own
         m.owner_via = "torch extension cache %s (torch.utils.cpp_extension.load)" % os.path.join(root, *rel[:-1])
     else:
         m.package, m.package_version, m.owner_via = owners.owner(root, path)
+        if m.package is None and prefix:  # a conda package's module in site-packages, no RECORD
+            pkg, ver, via = _conda_owner(prefix, path, conda_cache)
+            if pkg:
+                m.package, m.package_version, m.owner_via = pkg, ver, via
     return m
 
 
