@@ -273,10 +273,10 @@ RULES = (
         title="An extension module imports torch symbols the installed torch does not define",
         check=check_ext_torch_symbols,
         cause="C++ extensions bind to mangled c10/at/torch symbols of the torch they were compiled against; torch has no stable C++ ABI across releases, so an extension built for another torch fails at import.",
-        symptoms=("ImportError: .../_C.so: undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs",
-                  "OSError: .../libtorchaudio.so: undefined symbol: ..."),
+        symptoms=("ImportError: .../activation_ops.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs",
+                  "OSError: .../_core.cpython-312-x86_64-linux-gnu.so: undefined symbol: _ZNK3c106SymInt22maybe_as_int_slow_pathEv"),
         evidence_used="each torch-linked extension's undefined dynamic symbols (relocation order) looked up in the .gnu.hash tables of the installed torch's libraries",
         fix_text="rebuild the extension against the installed torch (exact command), or install the torch it was built for.",
-        sources=(CPP_EXT_DOC,),
+        sources=(CPP_EXT_DOC, "vllm-project/vllm#1344", "HazyResearch/ThunderKittens#143", "leonardodalinky/pytorch_fpsample#8"),
     ),
 )
