@@ -240,10 +240,11 @@ RULES = (
         check=check_ext_arch_unsupported,
         cause="Extensions carry their own device code, built for TORCH_CUDA_ARCH_LIST / -gencode at build time (setup.py ops, wheels like torchvision, xformers, flash-attn, the torch extension cache). Code for sm_80 only does not run on sm_90; torch itself may be fine.",
         symptoms=("RuntimeError: CUDA error: no kernel image is available for execution on the device",
-                  "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device"),
+                  "error in ms_deformable_im2col_cuda: no kernel image is available for execution on the device",
+                  "error in modulated_deformable_im2col_cuda: no kernel image is available for execution on the device"),
         evidence_used="the SASS and PTX entries of each extension's .nv_fatbin, each visible GPU's compute capability",
         fix_text="rebuild the owning package for this GPU: TORCH_CUDA_ARCH_LIST=\"X.Y\" python -m pip install --no-build-isolation --force-reinstall --no-deps --no-binary PKG PKG==VER (exact command per package); torch extension cache: delete the build dir.",
-        sources=(CPP_EXT_DOC, NVCC_DOC),
+        sources=(CPP_EXT_DOC, NVCC_DOC, "facebookresearch/detectron2#251", "fundamentalvision/Deformable-DETR#48", "CharlesShang/DCNv2#113"),
     ),
     Rule(
         id="ext-ptx-jit",
