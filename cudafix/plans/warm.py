@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -241,21 +242,28 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
     before = dir_bytes(cpath)
     est = max(target.estimate_s(), 0.5) if target.size_known else None
     start = time.monotonic()
-    proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, env=cenv)
-    try:
-        while proc.poll() is None:
-            el = time.monotonic() - start
-            if el > timeout:
+    # Files, not pipes: a child that writes a lot (torch's warnings) never blocks on a full pipe
+    # while we poll it.
+    with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+        proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=fout, stderr=ferr,
+                                stdin=subprocess.DEVNULL, env=cenv)
+        try:
+            while proc.poll() is None:
+                el = time.monotonic() - start
+                if el > timeout:
+                    proc.kill()
+                    break
+                if progress is not None:
+                    progress(min(el / est, 0.99) if est else None, el, est, dir_bytes(cpath) - before)
+                time.sleep(0.25)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
                 proc.kill()
-                break
-            if progress is not None:
-                progress(min(el / est, 0.99) if est else None, el, est, dir_bytes(cpath) - before)
-            time.sleep(0.25)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+                proc.wait()
+        fout.seek(0)
+        ferr.seek(0)
+        out, err = fout.read(), ferr.read()
     el = time.monotonic() - start
     steps = []
     for line in out.decode("utf-8", "replace").splitlines():
