@@ -205,7 +205,7 @@ class ExtensionModule:
     package: Optional[str] = None  # owning distribution / conda package / torch extension name
     package_version: Optional[str] = None
     owner_via: str = ""  # "RECORD of torchvision-0.29.1.dist-info", "conda-meta/x.json", ...
-    location: str = ""  # "site-packages" | "conda lib" | "torch extension cache"
+    location: str = ""  # "site-packages" | "sys.path" | "conda lib" | "torch extension cache"
     sass: List[str] = dataclasses.field(default_factory=list)
     ptx: List[str] = dataclasses.field(default_factory=list)
     ptx_bytes: Dict[str, int] = dataclasses.field(default_factory=dict)
@@ -225,7 +225,7 @@ class ExtensionModule:
 @dataclasses.dataclass
 class ExtensionInfo:
     """Every extension module found on the target interpreter's sys.path, conda lib/ and torch's
-    extension cache.  Added in cudafix 0.x to schema /1: older snapshots load with it empty."""
+    extension cache.  Added to schema /1 (docs/snapshot.md): older snapshots load with scanned=False."""
 
     modules: List[ExtensionModule] = dataclasses.field(default_factory=list)
     roots: List[str] = dataclasses.field(default_factory=list)  # directories scanned
