@@ -434,3 +434,14 @@ def test_conda_env_lib_and_site_packages_owned_by_conda_records(plain_modules, t
 
     fix = rebuild(Snapshot(), info.modules[0], ["9.0"])
     assert not fix.commands and "conda package myops" in fix.summary
+
+
+def test_warm_lock_is_exclusive_across_processes(tmp_path):
+    held = warm.take_lock(str(tmp_path))
+    assert held is not None
+    code = "import sys; sys.path.insert(0, %r); from cudafix.plans import warm; print(warm.take_lock(%r) is None)" % (str(REPO), str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
+    held.close()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

@@ -11,8 +11,10 @@ the module image as the runtime registers it), hence the real libraries.  Never 
 process: cuInit in a parent breaks CUDA in its forked children.
 
 One child per distinct compute capability (the cache is per arch), pinned with
-CUDA_VISIBLE_DEVICES.  A module with a *static* CUDA runtime keeps its registrations private to
-that runtime copy: it cannot be warmed from outside (said so, never claimed warm).
+CUDA_VISIBLE_DEVICES.  A module with a *static* CUDA runtime registers its kernels with its own
+private copy of the runtime, which exports no cudaFree: only a call into the module itself would
+load them, and cudafix does not call a module's own functions.  Such a module is listed as not
+warmable (never claimed warm).
 State (what was warmed, for which driver, GPU arch and cache dir) lives in the env's cache dir.
 """
 
@@ -143,7 +145,7 @@ def plan(snap: Snapshot) -> List[WarmTarget]:
             wm = WarmModule(m.path, label, m.ptx_bytes.get(f.entry or ""), "dlopen",
                             "libcudart.so.%s" % m.cudart if m.cudart_linkage == "shared" and m.cudart else None)
             if m.cudart_linkage != "shared":
-                wm.warmable, wm.why_not = False, "its CUDA runtime is %s: the registrations are private to it, no outside process can trigger its load" % (
+                wm.warmable, wm.why_not = False, "its CUDA runtime is %s: its kernels load only through its own runtime copy, which cudafix cannot call" % (
                     "linked statically" if m.cudart_linkage == "static" else "unknown")
             elif m.missing_torch_symbols_count:
                 wm.warmable, wm.why_not = False, "it cannot be loaded: undefined symbol %s (ext-torch-symbols)" % m.missing_torch_symbols[0]
