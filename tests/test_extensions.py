@@ -171,9 +171,16 @@ def test_needed_symbols_and_gnu_hash_lookup_agree_with_nm():
 # -- torch extensions across venvs ------------------------------------------------------------------
 
 
+_XDG = []  # one private cudafix cache dir for this test session (set by the fixture below)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_xdg(tmp_path_factory):
+    _XDG.append(str(tmp_path_factory.mktemp("xdg")))
+
+
 def _status(python: pathlib.Path, ext_dir: str, *args: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), ext_dir]), CUDAFIX_DISABLE="1",
-               XDG_CACHE_HOME=os.environ.get("CUDAFIX_TEST_XDG", "/tmp/cudafix-test-xdg-%d" % os.getuid()))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), ext_dir]), CUDAFIX_DISABLE="1", XDG_CACHE_HOME=_XDG[-1])
     p = subprocess.run([str(python), "-m", "cudafix", "status", "--json", "--assume-gpu", "NVIDIA H200", *args],
                        capture_output=True, text=True, env=env, timeout=300, cwd="/")
     assert p.returncode in (0, 1), p.stderr[-2000:]
