@@ -42,6 +42,9 @@ LOG_FILE = "warm.log"
 # second, measured on the H200 (docs/gpu.md: 1.19 MB of compute_75 PTX JIT-compiled for sm_90 in
 # 3.4-3.8 s by driver 580).
 JIT_BYTES_PER_S = 0.33e6
+# What a child that imports torch pays besides the JIT, same source: `import torch` (3.3 s) and,
+# under CUDA_MODULE_LOADING=EAGER, loading all of torch's own kernels (about 3 s).
+TORCH_CHILD_OVERHEAD_S = 6.0
 TRIGGER_RULES = ("arch-ptx-jit", "ext-ptx-jit")
 
 CHILD = r"""
@@ -84,6 +87,7 @@ class WarmModule:
     cudart: Optional[str]  # soname of the shared runtime that registers it
     warmable: bool = True
     why_not: str = ""
+    needs_torch: bool = False  # the child must import torch first (torch's own, or a torch extension)
 
 
 @dataclasses.dataclass
@@ -103,13 +107,15 @@ class WarmTarget:
         return all(m.ptx_bytes is not None for m in self.modules if m.warmable)
 
     def estimate_s(self) -> float:
-        return self.ptx_bytes / JIT_BYTES_PER_S
+        """The child's expected run time: the JIT, plus importing torch eagerly when needed."""
+        torch = any(m.needs_torch for m in self.modules if m.warmable)
+        return self.ptx_bytes / JIT_BYTES_PER_S + (TORCH_CHILD_OVERHEAD_S if torch else 0.0)
 
     def describe(self) -> str:
         """"1.2 MB of PTX, ~4 s to compile" (or why there is no estimate)."""
         if not self.size_known:
             return "PTX size not recorded (no fatbin scan), no time estimate"
-        return "%s of PTX, ~%.0f s to compile" % (_mb(self.ptx_bytes), self.estimate_s())
+        return "%s of PTX, ~%.0f s to warm" % (_mb(self.ptx_bytes), self.estimate_s())
 
 
 def _cc(g: GPU) -> Optional[str]:
@@ -136,14 +142,15 @@ def plan(snap: Snapshot) -> List[WarmTarget]:
                 if f.kind == "ptx":
                     mods.append(WarmModule(a.library, "torch %s (%s)" % (t.version or t.dist.version, os.path.basename(a.library)),
                                            a.ptx_bytes.get(f.entry or ""), "import torch",
-                                           "libcudart.so.%s" % cudart_major if cudart_major else None))
+                                           "libcudart.so.%s" % cudart_major if cudart_major else None, needs_torch=True))
         for m in snap.extensions.modules:
             f = karch.fit(m.sass, m.ptx, cc)
             if f.kind != "ptx":
                 continue
             label = "%s (%s)" % (os.path.basename(m.path), m.package or "unowned")
             wm = WarmModule(m.path, label, m.ptx_bytes.get(f.entry or ""), "dlopen",
-                            "libcudart.so.%s" % m.cudart if m.cudart_linkage == "shared" and m.cudart else None)
+                            "libcudart.so.%s" % m.cudart if m.cudart_linkage == "shared" and m.cudart else None,
+                            needs_torch=m.torch_linked)
             if m.cudart_linkage != "shared":
                 wm.warmable, wm.why_not = False, "its CUDA runtime is %s: its kernels load only through its own runtime copy, which cudafix cannot call" % (
                     "linked statically" if m.cudart_linkage == "static" else "unknown")
@@ -157,8 +164,7 @@ def plan(snap: Snapshot) -> List[WarmTarget]:
 
 def child_spec(target: WarmTarget, snap: Snapshot) -> Dict[str, object]:
     ext = [m for m in target.modules if m.warmable and m.via == "dlopen"]
-    torch_needed = any(m.warmable and m.via == "import torch" for m in target.modules) or any(
-        e.path == m.path and e.torch_linked for m in ext for e in snap.extensions.modules)
+    torch_needed = any(m.warmable and m.needs_torch for m in target.modules)
     cudarts: List[str] = []
     for m in target.modules:
         if m.warmable and m.cudart and m.cudart not in cudarts:
