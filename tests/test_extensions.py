@@ -452,3 +452,16 @@ def test_warm_lock_is_exclusive_across_processes(tmp_path):
     held.close()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_warm_cli_on_a_machine_without_gpu(tmp_path):
+    from tests.conftest import run_dev_cudafix
+
+    if os.path.exists("/proc/driver/nvidia"):
+        pytest.skip("a GPU machine: bench/gpu_warm_cli.sh covers `cudafix warm` there (docs/gpu.md)")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), CUDAFIX_DISABLE="1")
+    for args in (["warm", "--status"], ["warm"]):
+        p = run_dev_cudafix(*args, env=env)
+        # this dev box has no NVIDIA GPU: nothing needs PTX JIT, nothing is started or recorded
+        assert p.returncode == 0 and p.stdout == "nothing to warm: no visible GPU needs PTX JIT for torch or an extension module\n", p.stderr
+    assert not list(tmp_path.rglob("warm-state.json"))
