@@ -5,6 +5,7 @@
 #   torch-251: torch 2.5.1 + cu124 with its nvidia-*-cu12 wheels (~5 GB): the last torch line whose
 #              `import torch` really breaks on a shadowed libnvJitLink (tests/shadowing.py)
 #   torch-110, torch-201: see the end (allocator-config proof)
+#   torchvision-cu: torchvision 0.29.1 (PyPI) over torch-cu's torch (tests/test_extensions.py)
 # Both also get cudafix's runtime dependencies so `venv/bin/python -m cudafix` works with the
 # checkout on PYTHONPATH.  Location: $CUDAFIX_TEST_VENVS (default ~/.cache/cudafix-venvs).
 set -eu
@@ -26,6 +27,18 @@ mk torch-251 torch==2.5.1
 mk ray ray==2.60.0
 # The older nvJitLink wheels of the shadowing scenarios (tests/shadowing.py): fetched here, never by a test.
 "$root/torch-cpu/bin/python" "$(dirname "$0")/shadowing.py" --fetch
+
+# torchvision-cu: torchvision 0.29.1 from PyPI (its real CUDA _C_stable.so, ~15 MB) over torch-cu's
+# torch, which a .pth line puts on its path (no second 5.5 GB torch): tests/test_extensions.py.
+tv=$root/torchvision-cu
+if [ ! -f "$tv/.cudafix-ready-torchvision==0.29.1" ]; then
+    rm -rf "$tv"
+    python3 -m venv "$tv"
+    site=$("$tv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$root/torch-cu/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/cudafix-test-torch-cu.pth"
+    "$tv/bin/python" -m pip install -q --no-deps torchvision==0.29.1
+    touch "$tv/.cudafix-ready-torchvision==0.29.1"
+fi
 
 # A real Python 3.8 (yolov9 images ship 3.8) with cudafix's runtime dependencies, for the tests
 # that run cudafix under 3.8 itself (tests/test_py38_real.py).  pyenv's 3.8 where present; else

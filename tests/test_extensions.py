@@ -171,9 +171,16 @@ def test_needed_symbols_and_gnu_hash_lookup_agree_with_nm():
 # -- torch extensions across venvs ------------------------------------------------------------------
 
 
+_XDG = []  # one private cudafix cache dir for this test session (set by the fixture below)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_xdg(tmp_path_factory):
+    _XDG.append(str(tmp_path_factory.mktemp("xdg")))
+
+
 def _status(python: pathlib.Path, ext_dir: str, *args: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), ext_dir]), CUDAFIX_DISABLE="1",
-               XDG_CACHE_HOME=os.environ.get("CUDAFIX_TEST_XDG", "/tmp/cudafix-test-xdg-%d" % os.getuid()))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), ext_dir]), CUDAFIX_DISABLE="1", XDG_CACHE_HOME=_XDG[-1])
     p = subprocess.run([str(python), "-m", "cudafix", "status", "--json", "--assume-gpu", "NVIDIA H200", *args],
                        capture_output=True, text=True, env=env, timeout=300, cwd="/")
     assert p.returncode in (0, 1), p.stderr[-2000:]
@@ -255,12 +262,24 @@ def test_cache_hit_skips_examination(plain_modules, tmp_path, monkeypatch):
 
 
 def test_torch_extension_cache_dir_scanned(plain_modules, tmp_path):
-    root = tmp_path / "torch_extensions" / "py311_cu130" / "myop"
-    root.mkdir(parents=True)
-    shutil.copy(plain_modules["ptx75-static"], str(root / "myop.so"))
-    info = pext.probe_extensions([], {"TORCH_EXTENSIONS_DIR": str(tmp_path / "torch_extensions")})
+    # torch.utils.cpp_extension._get_build_directory: TORCH_EXTENSIONS_DIR/<name>/<name>.so ...
+    ted = tmp_path / "ted" / "myop"
+    ted.mkdir(parents=True)
+    shutil.copy(plain_modules["ptx75-static"], str(ted / "myop.so"))
+    info = pext.probe_extensions([], {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ted")})
     (m,) = info.modules
     assert m.location == "torch extension cache" and m.package == "myop" and m.ptx == ["compute_75"]
+    # ... else <XDG_CACHE_HOME>/torch_extensions/py311_cu130/<name>/: only this env's tag counts
+    for tag in ("py311_cu130", "py38_cu113"):
+        d = tmp_path / "xdg" / "torch_extensions" / tag / ("op_" + tag)
+        d.mkdir(parents=True)
+        shutil.copy(plain_modules["sm80-shared"], str(d / ("op_%s.so" % tag)))
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert pext.extension_tag("3.11.7", "13.0", None) == "py311_cu130"
+    info = pext.probe_extensions([], env, tag=pext.extension_tag("3.11.7", "13.0", None))
+    assert [m.package for m in info.modules] == ["op_py311_cu130"]
+    info = pext.probe_extensions([], env)  # torch unknown: every tag
+    assert sorted(m.package for m in info.modules) == ["op_py311_cu130", "op_py38_cu113"]
 
 
 def test_snapshot_round_trip_and_old_snapshots(plain_modules):
@@ -331,3 +350,118 @@ def test_background_start_once_logged(tmp_path, plain_modules):
         time.sleep(0.5)
     # The detached job probed this (GPU-less) machine itself and found nothing to warm.
     assert "nothing to warm" in open(log).read()
+
+
+# -- on the recorded fixtures -------------------------------------------------------------------------
+
+SNAPS = REPO / "tests" / "fixtures" / "snapshots"
+
+
+def test_warm_plan_takes_torch_itself_when_torch_needs_jit():
+    # conda torch 1.10 cu113 on an H100: compute_37 PTX only for sm_90 (docs/yolov9.md)
+    snap = Snapshot.load(str(SNAPS / "yolov9_conda_h100.json"))
+    (t,) = warm.plan(snap)
+    assert t.cc == "9.0"
+    assert [m.via for m in t.modules] and all(m.via == "import torch" and m.warmable for m in t.modules)
+    # that fixture was transcribed from a report: no PTX sizes, so no estimate is claimed
+    assert not t.size_known and "no time estimate" in t.describe()
+    assert warm.child_spec(t, snap)["import_torch"] is True
+    assert warm.child_spec(t, snap)["cudarts"] == ["libcudart.so.11"]
+
+
+def test_warm_plan_on_the_recorded_h200_ptx_extension():
+    snap = Snapshot.load(str(SNAPS / "h200_ext_ptx_jit.json"))
+    (t,) = warm.plan(snap)
+    (m,) = t.modules
+    assert m.warmable and m.via == "dlopen" and m.ptx_bytes == 1187026 and m.cudart == "libcudart.so.13"
+    spec = warm.child_spec(t, snap)
+    assert spec == {"import_torch": True, "libs": [m.path], "cudarts": ["libcudart.so.13"]}
+    env = warm.child_env(t, {"CUDA_CACHE_PATH": "/c", "CUDA_CACHE_MAXSIZE": "4294967296"})
+    assert env["CUDA_MODULE_LOADING"] == "EAGER" and env["CUDA_CACHE_PATH"] == "/c" and env["CUDA_CACHE_MAXSIZE"] == "4294967296"
+    assert env["CUDA_VISIBLE_DEVICES"] == snap.gpus.gpus[0].uuid
+
+
+def test_status_section_compact_and_verbose():
+    from cudafix import rules
+    from cudafix.render.report import render_status
+
+    snap = Snapshot.load(str(SNAPS / "ext_foreign_torch_h200.json"))
+    runs = rules.run(snap)
+    compact = render_status(snap, runs).split("Extension modules\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert compact[0].startswith("  unowned: /root/.cache/cudafix-test-ext/")
+    assert compact[0].endswith("1 file  SASS sm_80; PTX none  CUDA 13  error (ext-arch-unsupported, ext-cuda-major, ext-torch-symbols)")
+    verbose = render_status(snap, runs, verbose=True)
+    assert "cfx_ext.cpython-311-x86_64-linux-gnu.so: SASS sm_80; PTX none; CUDA 13; error  torch symbols: 12 checked, 4 missing" in verbose
+
+
+def test_ptx_jit_fix_offers_warm_only_where_it_can_work(plain_modules):
+    from cudafix import rules
+
+    snap = _h200_snap([plain_modules["ptx75-static"]])
+    (f,) = [f for f in rules.findings(rules.run(snap, rules.select(only=["ext-ptx-jit"])))]
+    assert "cudafix warm" not in f.fix.commands and "linked statically" in f.fix.summary
+
+
+def test_activation_starts_warm_with_the_environment_the_shell_will_have(monkeypatch):
+    # The one call activation makes: the warm job must see the JIT cache size activation sets
+    # (arch-ptx-jit raises CUDA_CACHE_MAXSIZE), and nothing starts without a PTX-JIT finding.
+    from cudafix.model.findings import Finding
+    from cudafix.plans import activation
+    from cudafix.render.shells import Plan
+
+    calls = []
+    monkeypatch.setattr(warm, "start_background", lambda snap, rules_, env, cache_dir, python=None: calls.append((rules_, env)))
+    snap = Snapshot()
+    plan = Plan(changes=(("CUDA_CACHE_MAXSIZE", "4294967296"), ("CUDA_HOME", None)))
+    env = {"CUDA_HOME": "/x", "HOME": "/h"}
+    activation._start_warm(snap, [Finding("cuda-home-mismatch", "error", "m")], plan, env)
+    assert calls == []
+    activation._start_warm(snap, [Finding("arch-ptx-jit", "warning", "m")], plan, env)
+    ((rules_, got),) = calls
+    assert rules_ == ["arch-ptx-jit"] and got == {"CUDA_CACHE_MAXSIZE": "4294967296", "HOME": "/h"}
+
+
+def test_conda_env_lib_and_site_packages_owned_by_conda_records(plain_modules, tmp_path):
+    # A conda prefix (synthetic: conda-meta records written here in conda's format) holding one
+    # CUDA module in lib/ and one in site-packages without a dist-info RECORD.
+    prefix = tmp_path / "env"
+    (prefix / "conda-meta").mkdir(parents=True)
+    site = prefix / "lib" / "python3.11" / "site-packages" / "myops"
+    site.mkdir(parents=True)
+    shutil.copy(plain_modules["sm80-shared"], str(prefix / "lib" / "libmyops_cuda.so"))
+    shutil.copy(plain_modules["multi-plain"], str(site / "_C.so"))
+    shutil.copy(plain_modules["sm80-shared"], str(prefix / "lib" / "libcublasLt.so.12"))  # NVIDIA's: skipped
+    rec = {"name": "myops", "version": "1.2", "files": ["lib/libmyops_cuda.so", "lib/python3.11/site-packages/myops/_C.so"]}
+    (prefix / "conda-meta" / "myops-1.2-cuda_0.json").write_text(json.dumps(rec))
+    info = pext.probe_extensions([str(site.parent)], {}, prefix=str(prefix), conda=True)
+    got = sorted((os.path.basename(m.path), m.location, m.package, m.package_version, m.owner_via) for m in info.modules)
+    assert got == [("_C.so", "site-packages", "myops", "1.2", "conda-meta/myops-1.2-cuda_0.json"),
+                   ("libmyops_cuda.so", "conda lib", "myops", "1.2", "conda-meta/myops-1.2-cuda_0.json")]
+    from cudafix.rules.extensions import rebuild
+
+    fix = rebuild(Snapshot(), info.modules[0], ["9.0"])
+    assert not fix.commands and "conda package myops" in fix.summary
+
+
+def test_warm_lock_is_exclusive_across_processes(tmp_path):
+    held = warm.take_lock(str(tmp_path))
+    assert held is not None
+    code = "import sys; sys.path.insert(0, %r); from cudafix.plans import warm; print(warm.take_lock(%r) is None)" % (str(REPO), str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "True", out.stderr
+    held.close()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_warm_cli_on_a_machine_without_gpu(tmp_path):
+    from tests.conftest import run_dev_cudafix
+
+    if os.path.exists("/proc/driver/nvidia"):
+        pytest.skip("a GPU machine: bench/gpu_warm_cli.sh covers `cudafix warm` there (docs/gpu.md)")
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), CUDAFIX_DISABLE="1")
+    for args in (["warm", "--status"], ["warm"]):
+        p = run_dev_cudafix(*args, env=env)
+        # this dev box has no NVIDIA GPU: nothing needs PTX JIT, nothing is started or recorded
+        assert p.returncode == 0 and p.stdout == "nothing to warm: no visible GPU needs PTX JIT for torch or an extension module\n", p.stderr
+    assert not list(tmp_path.rglob("warm-state.json"))

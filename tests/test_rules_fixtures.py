@@ -158,6 +158,14 @@ EXPECT = {
     "h200 + NCCL_P2P_DISABLE=1": {"nccl-slow-path": ("warning", ["NCCL_P2P_DISABLE=1", "Debugging"], False)},
     "h200 + NCCL_DEBUG=INFO": {"nccl-debug-verbose": ("info", ["NCCL_DEBUG=INFO"], False)},
     "h200 + a site NCCL 2.18.1 shadows torch's": {"nccl-shadowed": ("error", ["libnccl.so.2", "/opt/nccl-2.18.1/lib", "2.18.1", "2.28.9"], True)},
+    # issue 14: a torch extension built against torch 2.14.1 (sm_80, CUDA 13) beside torch 2.5.1+cu124 on an H200
+    "ext_foreign_torch_h200.json": {"ext-torch-symbols": ("error", ["_ZNK3c1010TensorImpl15incref_pyobjectEv", "c10::TensorImpl::incref_pyobject() const"], False),
+                                    "ext-cuda-major": ("warning", ["CUDA 13", "12.4", "libcudart.so.13"], False),
+                                    "ext-arch-unsupported": ("error", ["sm_90", "no kernel image", "sm_80"], False),
+                                    "cuda-home-mismatch": ("error", ["13.0", "12.4"], False)},
+    # issue 14: recorded on the H200: a torch extension built PTX-only (TORCH_CUDA_ARCH_LIST="7.5+PTX")
+    "h200_ext_ptx_jit.json": {"ext-ptx-jit": ("warning", ["compute_75", "sm_90", "1 MiB"], False)},
+    "ext_torchvision_h200.json": {},
     # healthy counterparts
     "h200 recorded": {},  # `cudafix check --strict` there: 0 errors, 0 warnings (docs/gpu-raw/h200-status.txt)
     "onediff_driver_ok.json": {},
@@ -325,3 +333,9 @@ def test_a_rule_fixes_automatically_only_where_its_record_says_so():
                     auto_seen.add(run.rule.id)
     declared = {r.id for r in rules.REGISTRY if r.auto}
     assert declared - auto_seen == set(), "declared automatic, never seen fixing automatically"
+
+
+def test_ext_ptx_jit_fix_warms_first_then_names_the_native_rebuild():
+    f = _one("h200_ext_ptx_jit.json", "ext-ptx-jit")
+    assert f.fix.commands[0] == "cudafix warm"
+    assert 'TORCH_CUDA_ARCH_LIST="9.0"' in f.fix.summary

@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Dict
+from typing import Dict, Optional
 
 import click
 
 
-def _bar(out, fraction: float, elapsed: float, estimate: float, added: int) -> None:
+def _bar(out, fraction: Optional[float], elapsed: float, estimate: Optional[float], added: int) -> None:
+    if fraction is None or estimate is None:  # no PTX size: elapsed time and cache growth only
+        out.write("\r  %.1f s  cache +%.1f MB " % (elapsed, added / 1e6))
+        out.flush()
+        return
     width = 30
     done = int(width * max(0.0, min(fraction, 1.0)))
     out.write("\r  [%s%s] %3d%%  %.1f s of ~%.1f s  cache +%.1f MB " % (
@@ -66,9 +70,10 @@ def warm_cmd(status_only: bool, background: bool) -> None:
         if background and all(warm.is_warm(state, key, t, env).get(m.path) for m in mods):
             click.echo("%s GPU%d CC %s: already warm" % (time.strftime("%Y-%m-%dT%H:%M:%S"), t.gpu.index, t.cc))
             continue
-        click.echo("%sGPU%d %s (CC %s): compiling %s of PTX in %d module(s), estimate ~%.0f s" % (
-            time.strftime("%Y-%m-%dT%H:%M:%S ") if background else "", t.gpu.index, t.gpu.name, t.cc,
-            "%.1f MB" % (t.ptx_bytes / 1e6), len(mods), t.estimate_s()))
+        what = ("%.1f MB of PTX in %d module(s), estimate ~%.0f s" % (t.ptx_bytes / 1e6, len(mods), t.estimate_s())
+                if t.size_known else "%d module(s), PTX size not recorded" % len(mods))
+        click.echo("%sGPU%d %s (CC %s): compiling %s" % (
+            time.strftime("%Y-%m-%dT%H:%M:%S ") if background else "", t.gpu.index, t.gpu.name, t.cc, what))
         progress = (lambda f, e, s, a: _bar(sys.stderr, f, e, s, a)) if tty else None
         result = warm.run_child(snap.python.executable or sys.executable, t, snap, env, progress=progress)
         if tty:

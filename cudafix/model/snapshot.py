@@ -259,7 +259,7 @@ class ExtensionModule:
     package: Optional[str] = None  # owning distribution / conda package / torch extension name
     package_version: Optional[str] = None
     owner_via: str = ""  # "RECORD of torchvision-0.29.1.dist-info", "conda-meta/x.json", ...
-    location: str = ""  # "site-packages" | "conda lib" | "torch extension cache"
+    location: str = ""  # "site-packages" | "sys.path" | "conda lib" | "torch extension cache"
     sass: List[str] = dataclasses.field(default_factory=list)
     ptx: List[str] = dataclasses.field(default_factory=list)
     ptx_bytes: Dict[str, int] = dataclasses.field(default_factory=dict)
@@ -267,7 +267,7 @@ class ExtensionModule:
     cudart: Optional[str] = None  # CUDA major it was built against: "13" (DT_NEEDED libcudart.so.13)
     cudart_linkage: str = ""  # "shared" | "static" | "none" ("" = unknown)
     cudart_via: str = ""
-    torch_linked: bool = False  # needs libc10/libtorch* or torch's C symbols
+    torch_linked: bool = False  # DT_NEEDED names libc10 / libtorch* (its torch symbols are checked)
     torch_symbols_checked: int = 0  # how many torch symbols were looked up
     missing_torch_symbols: List[str] = dataclasses.field(default_factory=list)  # first few, loader order, mangled
     missing_torch_symbols_count: int = 0
@@ -279,7 +279,7 @@ class ExtensionModule:
 @dataclasses.dataclass
 class ExtensionInfo:
     """Every extension module found on the target interpreter's sys.path, conda lib/ and torch's
-    extension cache.  Added in cudafix 0.x to schema /1: older snapshots load with it empty."""
+    extension cache.  Added to schema /1 (docs/snapshot.md): older snapshots load with scanned=False."""
 
     modules: List[ExtensionModule] = dataclasses.field(default_factory=list)
     roots: List[str] = dataclasses.field(default_factory=list)  # directories scanned

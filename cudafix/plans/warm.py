@@ -11,8 +11,10 @@ the module image as the runtime registers it), hence the real libraries.  Never 
 process: cuInit in a parent breaks CUDA in its forked children.
 
 One child per distinct compute capability (the cache is per arch), pinned with
-CUDA_VISIBLE_DEVICES.  A module with a *static* CUDA runtime keeps its registrations private to
-that runtime copy: it cannot be warmed from outside (said so, never claimed warm).
+CUDA_VISIBLE_DEVICES.  A module with a *static* CUDA runtime registers its kernels with its own
+private copy of the runtime, which exports no cudaFree: only a call into the module itself would
+load them, and cudafix does not call a module's own functions.  Such a module is listed as not
+warmable (never claimed warm).
 State (what was warmed, for which driver, GPU arch and cache dir) lives in the env's cache dir.
 """
 
@@ -23,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -39,6 +42,9 @@ LOG_FILE = "warm.log"
 # second, measured on the H200 (docs/gpu.md: 1.19 MB of compute_75 PTX JIT-compiled for sm_90 in
 # 3.4-3.8 s by driver 580).
 JIT_BYTES_PER_S = 0.33e6
+# What a child that imports torch pays besides the JIT, same source: `import torch` (3.3 s) and,
+# under CUDA_MODULE_LOADING=EAGER, loading all of torch's own kernels (about 3 s).
+TORCH_CHILD_OVERHEAD_S = 6.0
 TRIGGER_RULES = ("arch-ptx-jit", "ext-ptx-jit")
 
 CHILD = r"""
@@ -81,6 +87,7 @@ class WarmModule:
     cudart: Optional[str]  # soname of the shared runtime that registers it
     warmable: bool = True
     why_not: str = ""
+    needs_torch: bool = False  # the child must import torch first (torch's own, or a torch extension)
 
 
 @dataclasses.dataclass
@@ -95,8 +102,20 @@ class WarmTarget:
     def ptx_bytes(self) -> int:
         return sum(m.ptx_bytes or 0 for m in self.modules if m.warmable)
 
+    @property
+    def size_known(self) -> bool:
+        return all(m.ptx_bytes is not None for m in self.modules if m.warmable)
+
     def estimate_s(self) -> float:
-        return self.ptx_bytes / JIT_BYTES_PER_S
+        """The child's expected run time: the JIT, plus importing torch eagerly when needed."""
+        torch = any(m.needs_torch for m in self.modules if m.warmable)
+        return self.ptx_bytes / JIT_BYTES_PER_S + (TORCH_CHILD_OVERHEAD_S if torch else 0.0)
+
+    def describe(self) -> str:
+        """"1.2 MB of PTX, ~4 s to compile" (or why there is no estimate)."""
+        if not self.size_known:
+            return "PTX size not recorded (no fatbin scan), no time estimate"
+        return "%s of PTX, ~%.0f s to warm" % (_mb(self.ptx_bytes), self.estimate_s())
 
 
 def _cc(g: GPU) -> Optional[str]:
@@ -123,16 +142,17 @@ def plan(snap: Snapshot) -> List[WarmTarget]:
                 if f.kind == "ptx":
                     mods.append(WarmModule(a.library, "torch %s (%s)" % (t.version or t.dist.version, os.path.basename(a.library)),
                                            a.ptx_bytes.get(f.entry or ""), "import torch",
-                                           "libcudart.so.%s" % cudart_major if cudart_major else None))
+                                           "libcudart.so.%s" % cudart_major if cudart_major else None, needs_torch=True))
         for m in snap.extensions.modules:
             f = karch.fit(m.sass, m.ptx, cc)
             if f.kind != "ptx":
                 continue
             label = "%s (%s)" % (os.path.basename(m.path), m.package or "unowned")
             wm = WarmModule(m.path, label, m.ptx_bytes.get(f.entry or ""), "dlopen",
-                            "libcudart.so.%s" % m.cudart if m.cudart_linkage == "shared" and m.cudart else None)
+                            "libcudart.so.%s" % m.cudart if m.cudart_linkage == "shared" and m.cudart else None,
+                            needs_torch=m.torch_linked)
             if m.cudart_linkage != "shared":
-                wm.warmable, wm.why_not = False, "its CUDA runtime is %s: the registrations are private to it, no outside process can trigger its load" % (
+                wm.warmable, wm.why_not = False, "its CUDA runtime is %s: its kernels load only through its own runtime copy, which cudafix cannot call" % (
                     "linked statically" if m.cudart_linkage == "static" else "unknown")
             elif m.missing_torch_symbols_count:
                 wm.warmable, wm.why_not = False, "it cannot be loaded: undefined symbol %s (ext-torch-symbols)" % m.missing_torch_symbols[0]
@@ -144,8 +164,7 @@ def plan(snap: Snapshot) -> List[WarmTarget]:
 
 def child_spec(target: WarmTarget, snap: Snapshot) -> Dict[str, object]:
     ext = [m for m in target.modules if m.warmable and m.via == "dlopen"]
-    torch_needed = any(m.warmable and m.via == "import torch" for m in target.modules) or any(
-        e.path == m.path and e.torch_linked for m in ext for e in snap.extensions.modules)
+    torch_needed = any(m.warmable and m.needs_torch for m in target.modules)
     cudarts: List[str] = []
     for m in target.modules:
         if m.warmable and m.cudart and m.cudart not in cudarts:
@@ -224,28 +243,35 @@ def record(cache_dir: str, key: str, target: WarmTarget, result: Dict[str, objec
 def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str, str], progress=None,
               timeout: float = 3600.0) -> Dict[str, object]:
     """Warm one target in a child; ``progress(fraction, elapsed, estimate, cache_added)`` is
-    called a few times a second.  Returns the child's last report plus measured numbers."""
+    called a few times a second (fraction and estimate None when the PTX size is not known).  Returns the child's last report plus measured numbers."""
     spec = child_spec(target, snap)
     cenv = child_env(target, env)
     cpath = cache_path(cenv)
     before = dir_bytes(cpath)
-    est = max(target.estimate_s(), 0.5)
+    est = max(target.estimate_s(), 0.5) if target.size_known else None
     start = time.monotonic()
-    proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, env=cenv)
-    try:
-        while proc.poll() is None:
-            el = time.monotonic() - start
-            if el > timeout:
+    # Files, not pipes: a child that writes a lot (torch's warnings) never blocks on a full pipe
+    # while we poll it.
+    with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+        proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=fout, stderr=ferr,
+                                stdin=subprocess.DEVNULL, env=cenv)
+        try:
+            while proc.poll() is None:
+                el = time.monotonic() - start
+                if el > timeout:
+                    proc.kill()
+                    break
+                if progress is not None:
+                    progress(min(el / est, 0.99) if est else None, el, est, dir_bytes(cpath) - before)
+                time.sleep(0.25)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
                 proc.kill()
-                break
-            if progress is not None:
-                progress(min(el / est, 0.99), el, est, dir_bytes(cpath) - before)
-            time.sleep(0.25)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+                proc.wait()
+        fout.seek(0)
+        ferr.seek(0)
+        out, err = fout.read(), ferr.read()
     el = time.monotonic() - start
     steps = []
     for line in out.decode("utf-8", "replace").splitlines():
@@ -318,12 +344,12 @@ def plan_lines(targets: Sequence[WarmTarget], snap: Snapshot, state: Dict[str, o
     lines = ["JIT cache: %s" % cache_path(env)]
     for t in targets:
         warm = is_warm(state, state_key(snap, t.cc, env), t, env)
-        lines.append("GPU%d %s (CC %s): %d module(s), %s of PTX, ~%.0f s to compile" % (
-            t.gpu.index, t.gpu.name, t.cc, len(t.modules), _mb(t.ptx_bytes), t.estimate_s()))
+        lines.append("GPU%d %s (CC %s): %d module(s), %s" % (t.gpu.index, t.gpu.name, t.cc, len(t.modules), t.describe()))
         for m in t.modules:
             st = "warm" if warm.get(m.path) else ("not warmable: " + m.why_not if not m.warmable else "cold")
-            lines.append("  %-5s %s  %s PTX  %s" % (st.split(":")[0] if st.startswith("not") else st, m.label,
-                                                     _mb(m.ptx_bytes or 0), (m.why_not if not m.warmable else m.path)))
+            size = "%s PTX" % _mb(m.ptx_bytes) if m.ptx_bytes is not None else "PTX size unknown"
+            lines.append("  %-5s %s  %s  %s" % (st.split(":")[0] if st.startswith("not") else st, m.label, size,
+                                                (m.why_not if not m.warmable else m.path)))
     return lines
 
 

@@ -111,11 +111,13 @@ def alloc_conf_keys(env: Mapping[str, str]) -> List[str]:
 
 def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                   cache_dir: Optional[str] = None, *, root: str = "/", usr_local: str = "/usr/local",
-                  use_nvml: bool = True, call_driver_api: bool = True, scan_arch: bool = True) -> Snapshot:
+                  use_nvml: bool = True, call_driver_api: bool = True, scan_arch: bool = True,
+                  scan_extensions: bool = True) -> Snapshot:
     """Probe this machine and one Python environment (the current one, or ``python``).
 
     ``root`` / ``usr_local`` move /sys, /proc and /usr/local for tests; ``use_nvml`` /
-    ``call_driver_api`` / ``scan_arch`` switch off the heavier probes.
+    ``call_driver_api`` / ``scan_arch`` / ``scan_extensions`` switch off the heavier probes (the
+    extension scan may run c++filt: never in a user's process).
     """
     from cudafix.probes import driver, environment, gpus, host, node, pci, toolkits, torch_build
 
@@ -187,13 +189,14 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     _guard(snap, "libraries", _libraries)
 
     def _extensions() -> None:
-        from cudafix.probes.extensions import probe_extensions
+        from cudafix.probes.extensions import extension_tag, probe_extensions
 
         primary = snap.primary_torch
+        tag = extension_tag(snap.python.version, primary.cuda, primary.hip) if primary else None
         snap.extensions = probe_extensions(sys_path or [], env, prefix=prefix, conda=bool(snap.python.conda_prefix),
-                                           torch_dir=primary.package_dir if primary else None, cache_dir=cache_dir)
+                                           torch_dir=primary.package_dir if primary else None, cache_dir=cache_dir, tag=tag)
 
-    if scan_arch and sys_path is not None:
+    if scan_arch and scan_extensions and sys_path is not None:
         _guard(snap, "extensions", _extensions)
 
     jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env))

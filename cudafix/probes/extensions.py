@@ -1,15 +1,15 @@
 """Every CUDA binary the env's Python can import, besides torch's own libraries.
 
 Where: each directory of the target interpreter's sys.path (site-packages, .pth entries,
-PYTHONPATH), the conda env's ``lib/``, and torch's JIT extension cache (``TORCH_EXTENSIONS_DIR``,
-else ``$XDG_CACHE_HOME/torch_extensions`` / ``~/.cache/torch_extensions``, the directory
-``torch.utils.cpp_extension`` builds into).  Per shared object:
+PYTHONPATH; not the working directory), the conda env's ``lib/``, and torch's JIT extension
+cache where ``torch.utils.cpp_extension`` builds (``TORCH_EXTENSIONS_DIR/<name>/``, else
+``$XDG_CACHE_HOME/torch_extensions/<py311_cu130>/<name>/``).  Per shared object:
 
 - device code: SASS / PTX per arch from its ``.nv_fatbin`` (cudafix.probes.fatbin);
 - the CUDA runtime it was built against: DT_NEEDED ``libcudart.so.N`` (shared), or the static
   runtime (its ``/cudart.shm.`` string in ``.rodata``; the version is not recorded there);
-- for torch extensions (DT_NEEDED libc10/libtorch*, or torch's C shim symbols), the torch
-  symbols it imports that the installed torch's libraries do not define: the loader's
+- for torch extensions (DT_NEEDED libc10/libtorch*), the torch symbols (C++ namespaces and
+  the stable-ABI C shim) it imports that the installed torch's libraries do not define: the loader's
   ``undefined symbol`` at import, predicted without importing (cudafix.probes.elfsym).
 
 Not scanned here: ``torch/`` (its libraries are the torch probe's) and ``nvidia/`` and NVIDIA's
@@ -59,12 +59,25 @@ def is_shared_object_name(name: str) -> bool:
     return ".so" in name and bool(SO_RE.search(name)) and not name.endswith((".py", ".pyc", ".txt", ".json"))
 
 
-def torch_extension_roots(env: Mapping[str, str]) -> List[str]:
-    """Where torch.utils.cpp_extension builds JIT extensions for this user."""
+def torch_extension_roots(env: Mapping[str, str], tag: Optional[str] = None) -> List[Tuple[str, int]]:
+    """(directory, walk depth) where torch.utils.cpp_extension builds JIT extensions, as its
+    _get_build_directory does: TORCH_EXTENSIONS_DIR/<name>/, else
+    <user cache>/torch_extensions/<tag>/<name>/ with tag "py311_cu130" (Python, then torch's
+    CUDA / ROCm / cpu).  ``tag`` None (torch or Python unknown): every tag directory."""
     if env.get("TORCH_EXTENSIONS_DIR"):
-        return [env["TORCH_EXTENSIONS_DIR"]]
+        return [(env["TORCH_EXTENSIONS_DIR"], 2)]
     base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return [os.path.join(base, "torch_extensions")]
+    root = os.path.join(base, "torch_extensions")
+    return [(os.path.join(root, tag), 2)] if tag else [(root, 3)]
+
+
+def extension_tag(python_version: str, cuda: Optional[str], hip: Optional[str]) -> Optional[str]:
+    """torch's build-folder tag for this interpreter and torch ("py311_cu130"); None if unknown."""
+    parts = python_version.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    acc = "rocm" + hip.replace(".", "") if hip else ("cu" + cuda.replace(".", "") if cuda else "cpu")
+    return "py%s%s_%s" % (parts[0], parts[1], acc)
 
 
 class WalkLimit(Exception):
@@ -225,7 +238,7 @@ def examine(path: str) -> Optional[Dict[str, Any]]:
                  cudart_via="static CUDA runtime (its /cudart.shm. string in .rodata); the version is not recorded in the binary")
         r["unknown"]["cudart"] = "statically linked CUDA runtime: its version is not recorded in the binary"
     elif has_fatbin:
-        r.update(cudart=None, cudart_linkage="none", cudart_via="no libcudart in DT_NEEDED and no static runtime")
+        r.update(cudart=None, cudart_linkage="none", cudart_via="no libcudart in DT_NEEDED and no static-runtime marker (/cudart.shm.) in .rodata (it may dlopen one)")
     return r
 
 
@@ -278,7 +291,8 @@ def demangle(name: str) -> Optional[str]:
 # -- the scan --------------------------------------------------------------------------------------
 
 
-def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping[str, str]) -> List[Tuple[str, str]]:
+def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping[str, str],
+           tag: Optional[str] = None) -> List[Tuple[str, str]]:
     roots: List[Tuple[str, str]] = []
     # The working directory (sys.path[0] of `python -m`) is where cudafix was started, not the
     # env: walking $HOME is neither wanted nor bounded in time.
@@ -299,7 +313,7 @@ def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping
         roots.append((p, "site-packages" if os.path.basename(real) in ("site-packages", "dist-packages") else "sys.path"))
     if conda and prefix and os.path.isdir(os.path.join(prefix, "lib")):
         roots.append((os.path.join(prefix, "lib"), "conda lib"))
-    for r in torch_extension_roots(env):
+    for r, _depth in torch_extension_roots(env, tag):
         if os.path.isdir(r):
             roots.append((r, "torch extension cache"))
     return roots
@@ -307,10 +321,11 @@ def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping
 
 def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Optional[str] = None,
                      conda: bool = False, torch_dir: Optional[str] = None,
-                     cache_dir: Optional[str] = None) -> ExtensionInfo:
-    """Scan the env (see the module docstring); ``torch_dir`` is the primary torch package dir."""
+                     cache_dir: Optional[str] = None, tag: Optional[str] = None) -> ExtensionInfo:
+    """Scan the env (see the module docstring); ``torch_dir`` is the primary torch package dir,
+    ``tag`` its extension-cache folder (extension_tag)."""
     info = ExtensionInfo(scanned=True)
-    roots = _roots(sys_path, prefix, conda, env)
+    roots = _roots(sys_path, prefix, conda, env, tag)
     info.roots = [r for r, _ in roots]
     cache = cachefile.load(cache_dir, CACHE_FILE, CACHE_VERSION) if cache_dir else {}
     dirty = False
@@ -325,7 +340,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                 files: Iterator[str] = (os.path.join(root, n) for n in _listdir(root)
                                         if is_shared_object_name(n) and not n.startswith(VENDOR_PREFIXES))
             elif kind == "torch extension cache":
-                files = _walk(root, 3, False)
+                files = _walk(root, dict(torch_extension_roots(env, tag)).get(root, 3), False)
             else:
                 files = _walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, True)
             try:
@@ -353,7 +368,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                     dirty = True
                 if facts is None:
                     continue
-                mod = _module(path, kind, root, facts, owners, prefix, conda_cache)
+                mod = _module(path, kind, root, facts, owners, prefix if conda else None, conda_cache)
                 if mod.torch_linked:
                     if torch_lib is None:
                         mod.unknown["torch_symbols"] = "no torch installed to check its torch symbols against"
@@ -407,10 +422,14 @@ def _module(path: str, kind: str, root: str, facts: Dict[str, Any], owners: _Own
         m.package, m.package_version, m.owner_via = _conda_owner(prefix, path, conda_cache)
     elif kind == "torch extension cache":
         rel = os.path.relpath(path, root).split(os.sep)
-        m.package = rel[1] if len(rel) >= 3 else os.path.splitext(os.path.basename(path))[0]
+        m.package = rel[-2] if len(rel) >= 2 else os.path.splitext(os.path.basename(path))[0]
         m.owner_via = "torch extension cache %s (torch.utils.cpp_extension.load)" % os.path.join(root, *rel[:-1])
     else:
         m.package, m.package_version, m.owner_via = owners.owner(root, path)
+        if m.package is None and prefix:  # a conda package's module in site-packages, no RECORD
+            pkg, ver, via = _conda_owner(prefix, path, conda_cache)
+            if pkg:
+                m.package, m.package_version, m.owner_via = pkg, ver, via
     return m
 
 

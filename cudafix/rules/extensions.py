@@ -68,7 +68,7 @@ def rebuild(snap: Snapshot, m: ExtensionModule, ccs: List[str]) -> Fix:
         d = os.path.dirname(m.path)
         return Fix(summary="delete the cached build of torch extension %s and let torch.utils.cpp_extension rebuild it with %s set in the program's environment" % (m.package or _name(m), env),
                    commands=("rm -rf %s" % shlex.quote(d), "export %s" % env))
-    if m.location == "conda lib" and m.package:
+    if m.package and (m.location == "conda lib" or m.owner_via.startswith("conda-meta/")):
         return Fix(summary="install a build of the conda package %s with code for compute capability %s (its channel's build matrix decides; rebuild from its recipe otherwise)" % (m.package, archs))
     if m.package:
         spec = "%s==%s" % (m.package, m.package_version) if m.package_version else m.package
@@ -146,7 +146,11 @@ def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
             size = sum(m.ptx_bytes.get(e, 0) for e in entries) if all(e in m.ptx_bytes for e in entries) else None
             ev = [_code_text(m), "%s: no SASS of its major; the driver JIT-compiles %s PTX (%s) at the module's first load, "
                   "then caches it in CUDA_CACHE_PATH up to CUDA_CACHE_MAXSIZE" % (labels, "/".join(entries), fmt_bytes(size))]
-            fix = Fix(summary="`cudafix warm` compiles it ahead of the first run; native: " + fix.summary, commands=("cudafix warm",) + fix.commands)
+            if m.cudart_linkage == "shared":
+                fix = Fix(summary="`cudafix warm` compiles it ahead of the first run; native: " + fix.summary, commands=("cudafix warm",) + fix.commands)
+            else:  # its own runtime copy loads its kernels; cudafix cannot call it (cudafix/plans/warm.py)
+                fix = Fix(summary="%s (its CUDA runtime is %s: `cudafix warm` cannot make it load)" % (
+                    fix.summary, "linked statically" if m.cudart_linkage == "static" else "not linked"), commands=fix.commands)
             out.append(problem("%s (%s) runs on %s only through PTX JIT of %s: stall at first load"
                                % (_name(m), _pkg(m), labels, fmt_bytes(size)), ev, fix=fix, subject=_name(m)))
     return out
@@ -236,10 +240,11 @@ RULES = (
         check=check_ext_arch_unsupported,
         cause="Extensions carry their own device code, built for TORCH_CUDA_ARCH_LIST / -gencode at build time (setup.py ops, wheels like torchvision, xformers, flash-attn, the torch extension cache). Code for sm_80 only does not run on sm_90; torch itself may be fine.",
         symptoms=("RuntimeError: CUDA error: no kernel image is available for execution on the device",
-                  "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device"),
+                  "error in ms_deformable_im2col_cuda: no kernel image is available for execution on the device",
+                  "error in modulated_deformable_im2col_cuda: no kernel image is available for execution on the device"),
         evidence_used="the SASS and PTX entries of each extension's .nv_fatbin, each visible GPU's compute capability",
         fix_text="rebuild the owning package for this GPU: TORCH_CUDA_ARCH_LIST=\"X.Y\" python -m pip install --no-build-isolation --force-reinstall --no-deps --no-binary PKG PKG==VER (exact command per package); torch extension cache: delete the build dir.",
-        sources=(CPP_EXT_DOC, NVCC_DOC),
+        sources=(CPP_EXT_DOC, NVCC_DOC, "facebookresearch/detectron2#251", "fundamentalvision/Deformable-DETR#48", "CharlesShang/DCNv2#113"),
     ),
     Rule(
         id="ext-ptx-jit",
@@ -269,10 +274,10 @@ RULES = (
         title="An extension module imports torch symbols the installed torch does not define",
         check=check_ext_torch_symbols,
         cause="C++ extensions bind to mangled c10/at/torch symbols of the torch they were compiled against; torch has no stable C++ ABI across releases, so an extension built for another torch fails at import.",
-        symptoms=("ImportError: .../_C.so: undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs",
-                  "OSError: .../libtorchaudio.so: undefined symbol: ..."),
+        symptoms=("ImportError: .../activation_ops.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs",
+                  "OSError: .../_core.cpython-312-x86_64-linux-gnu.so: undefined symbol: _ZNK3c106SymInt22maybe_as_int_slow_pathEv"),
         evidence_used="each torch-linked extension's undefined dynamic symbols (relocation order) looked up in the .gnu.hash tables of the installed torch's libraries",
         fix_text="rebuild the extension against the installed torch (exact command), or install the torch it was built for.",
-        sources=(CPP_EXT_DOC,),
+        sources=(CPP_EXT_DOC, "vllm-project/vllm#1344", "HazyResearch/ThunderKittens#143", "leonardodalinky/pytorch_fpsample#8"),
     ),
 )
