@@ -21,7 +21,6 @@ import argparse
 import glob
 import os
 import pathlib
-import shutil
 import statistics
 import subprocess
 import sys

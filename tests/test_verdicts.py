@@ -15,17 +15,16 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 
 import pytest
 
 from cudafix import rules
 from cudafix.knowledge import arch_drivers
-from cudafix.model.findings import BUILD, ERROR, INFO, OK, PROBLEM, UNKNOWN, WARNING, Outcome, Rule
+from cudafix.model.findings import BUILD, ERROR, INFO, OK, PROBLEM, UNKNOWN, WARNING, Rule
 from cudafix.model.snapshot import Snapshot
 from cudafix.plans import hook as hookplan
 from cudafix.probes import assume, pci, take_snapshot
-from tests.conftest import FIXTURES, REPO, VENVS, run_dev_cudafix
+from tests.conftest import FIXTURES, VENVS, run_dev_cudafix
 from tests.snapbuild import H200, snap
 
 H200 = FIXTURES / "h200" / "snapshot.json"

@@ -98,7 +98,8 @@ class Rule:
     sources: Tuple[str, ...] = ()
     # The probes (snapshot sections) whose facts the rule needs: when one of them failed
     # (snapshot.probe_errors) the runner answers `unknown` with the probe's error, never `ok`.
-    # Names: driver, gpus, hardware, torch, torchvision, toolkits, libraries, jit_cache, env, python.
+    # Names: driver, gpus, hardware, node, torch, torchvision, toolkits, libraries, extensions, jit_cache,
+    # env, python.
     needs: Tuple[str, ...] = ()
     scope: str = RUNTIME  # RUNTIME | BUILD (see SCOPES)
 

@@ -15,9 +15,11 @@ keeps the other findings' commands and shell lines once each.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import os
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from cudafix.knowledge import cuda_driver, version_tuple
+from cudafix.knowledge.cuda_packages import normalize
 from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge import torch_builds as tb
 from cudafix.model.findings import ERROR, WARNING, Finding, RuleRun
@@ -230,15 +232,28 @@ def _blocker(snap: Snapshot) -> Tuple[str, Optional[Step]]:
 # -- the plan ---------------------------------------------------------------------------------
 
 
-def _other_steps(findings: Sequence[Finding]) -> Tuple[List[Step], List[str], List[str]]:
+def _ext_package(snap: Snapshot, f: Finding) -> Optional[str]:
+    """The distribution an ext-* finding is about (its subject is the module's file name)."""
+    if not f.rule.startswith("ext-"):
+        return None
+    for m in snap.extensions.modules:
+        if os.path.basename(m.path) == f.subject and m.package:
+            return normalize(m.package)
+    return None
+
+
+def _other_steps(findings: Sequence[Finding], snap: Snapshot, changed: Set[str] = frozenset()
+                 ) -> Tuple[List[Step], List[str], List[str]]:
     """Steps of the findings the torch change does not answer (deduped), the safe fixes cudafix
-    applies by itself, and the findings left with no step."""
+    applies by itself, and the findings left with no step.  An extension module of a package the
+    plan already reinstalls (torchvision moving to the build that pairs with the target torch) is
+    answered by that change: its own rebuild step would undo the plan."""
     steps: List[Step] = []
     seen = set()
     auto: List[str] = []
     unresolved: List[str] = []
     for f in findings:
-        if f.rule in TORCH_RULES:
+        if f.rule in TORCH_RULES or _ext_package(snap, f) in changed:
             continue
         fix = f.fix
         if fix is None:
@@ -279,7 +294,7 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
         runs = rules.run(snap)
     findings = _serious(runs)
     torch_fs = [f for f in findings if f.rule in TORCH_RULES]
-    other_steps, auto, unresolved = _other_steps(findings)
+    unresolved: List[str] = []
     python = snap.python.executable or "python"
     t = snap.primary_torch
     keeps: List[str] = []
@@ -343,6 +358,8 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
             }.get(c.mode, c.mode)))
             why.extend(c.evidence)
             why.append("re-checked: with this target applied to the snapshot, cudafix's rules report no error or warning about torch")
+    other_steps, auto, other_unresolved = _other_steps(findings, snap, {normalize(c.name) for c in changes})
+    unresolved = unresolved + other_unresolved
     if dv:
         keeps.append("NVIDIA driver %s" % dv)
     if snap.python.version:

@@ -245,6 +245,7 @@ RULES = (
         evidence_used="the SASS and PTX entries of each extension's .nv_fatbin, each visible GPU's compute capability",
         fix_text="rebuild the owning package for this GPU: TORCH_CUDA_ARCH_LIST=\"X.Y\" python -m pip install --no-build-isolation --force-reinstall --no-deps --no-binary PKG PKG==VER (exact command per package); torch extension cache: delete the build dir.",
         sources=(CPP_EXT_DOC, NVCC_DOC, "facebookresearch/detectron2#251", "fundamentalvision/Deformable-DETR#48", "CharlesShang/DCNv2#113"),
+        needs=("extensions", "gpus"),
     ),
     Rule(
         id="ext-ptx-jit",
@@ -256,6 +257,7 @@ RULES = (
         evidence_used="PTX entries and sizes of each extension's .nv_fatbin, each visible GPU's compute capability",
         fix_text="`cudafix warm` fills the JIT cache ahead of the first run (activation starts it in the background); the real fix is a native rebuild (exact command).",
         sources=(NVCC_DOC, "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"),
+        needs=("extensions", "gpus", "jit_cache"),
     ),
     Rule(
         id="ext-cuda-major",
@@ -267,6 +269,7 @@ RULES = (
         evidence_used="DT_NEEDED libcudart.so.N of each extension, torch's CUDA version (version.py)",
         fix_text="rebuild the package with the toolkit of torch's CUDA major (exact command), or install its wheel for torch's CUDA.",
         sources=(CPP_EXT_DOC,),
+        needs=("extensions", "torch"),
     ),
     Rule(
         id="ext-torch-symbols",
@@ -279,5 +282,6 @@ RULES = (
         evidence_used="each torch-linked extension's undefined dynamic symbols (relocation order) looked up in the .gnu.hash tables of the installed torch's libraries",
         fix_text="rebuild the extension against the installed torch (exact command), or install the torch it was built for.",
         sources=(CPP_EXT_DOC, "vllm-project/vllm#1344", "HazyResearch/ThunderKittens#143", "leonardodalinky/pytorch_fpsample#8"),
+        needs=("extensions", "torch"),
     ),
 )
