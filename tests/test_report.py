@@ -8,6 +8,7 @@ import os
 import re
 
 from cudafix import rules
+from cudafix.plans.planner import make_plan
 from cudafix.render import report
 from cudafix.cli.report import write_atomic
 from cudafix.model.findings import OK, PROBLEM, UNKNOWN, Outcome, Rule
@@ -32,6 +33,11 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SITE = "/opt/env/lib/python3.8/site-packages"
 OWN_JITLINK = SITE + "/nvidia/nvjitlink/lib/libnvJitLink.so.12"
 SYS_JITLINK = "/usr/local/cuda-12.1/lib64/libnvJitLink.so.12.1.105"
+
+
+def _with_plan(snap, runs, **kw):
+    """render_status as `cudafix status` calls it: with the plan the CLI made (cudafix/cli/report.py)."""
+    return report.render_status(snap, runs, plan=make_plan(snap, runs), **kw)
 
 
 def healthy_h200() -> Snapshot:
@@ -130,7 +136,7 @@ def sample_runs():
 
 
 def test_sections_in_order_and_facts_shown():
-    text = report.render_status(healthy_h200(), sample_runs())
+    text = _with_plan(healthy_h200(), sample_runs())
     heads = [ln for ln in text.splitlines() if ln and not ln.startswith(" ")]
     titles = [h.split(":")[0] for h in heads[1:]]
     assert titles == ["Driver", "GPUs", "PyTorch", "Toolkits", "Libraries", "Environment", "Findings", "Plan (cudafix fix)"]
@@ -161,7 +167,7 @@ def test_libraries_show_only_odd_ones_unless_verbose():
 
 
 def test_findings_evidence_fix_auto_and_unknowns():
-    text = report.render_status(healthy_h200(), sample_runs())
+    text = _with_plan(healthy_h200(), sample_runs())
     findings = text[text.index("\nFindings"):]
     assert findings.splitlines()[1].startswith("Findings: 1 error, 1 warning, 0 notes, 2 unknown (5 rules checked, 1 ok)")
     lines = findings.splitlines()
@@ -190,7 +196,7 @@ def test_advice_commands_are_exact_and_printed_once_in_the_plan():
     fix = Fix(summary="install a CUDA 12.4 toolkit", commands=(cmd, 'export CUDA_HOME="$CONDA_PREFIX"'))
     r1 = _rule("cuda-home-mismatch", "error", [Outcome(PROBLEM, "CUDA_HOME toolkit does not match", fix=fix)])
     r2 = _rule("launch-blocking", "warning", [Outcome(PROBLEM, "set twice", fix=fix)])
-    text = report.render_status(Snapshot(), rules.run(Snapshot(), (r1, r2)))
+    text = _with_plan(Snapshot(), rules.run(Snapshot(), (r1, r2)))
     findings, plan = text.split("\nPlan (cudafix fix)\n")
     assert cmd not in findings
     assert plan.count("  $ %s\n" % cmd) == 1
@@ -246,7 +252,7 @@ def test_several_torch_installs_are_marked():
 
 def test_json_document_round_trips():
     snap = healthy_h200()
-    doc = json.loads(json.dumps(report.status_document(snap, sample_runs())))
+    doc = json.loads(json.dumps(report.status_document(snap, sample_runs(), plan=make_plan(snap, sample_runs()))))
     assert doc["schema"] == "cudafix.status/1"
     assert Snapshot.from_dict(doc["snapshot"]) == snap
     assert [f["rule"] for f in doc["findings"]] == ["lib-shadowed", "launch-blocking"]

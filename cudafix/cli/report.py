@@ -279,11 +279,14 @@ def _json(doc: Dict[str, Any]) -> str:
 @guarded
 def status(as_json: bool, verbose: bool, **opts: Any) -> None:
     """The whole CUDA stack on one screen, with findings and exact fixes (the default command)."""
+    from cudafix.plans.planner import plan_or_error
+
     snap, origin, runs = analyse(opts)
+    plan, plan_error = plan_or_error(snap, runs)
     if as_json:
-        emit(_json(report.status_document(snap, runs)))
+        emit(_json(report.status_document(snap, runs, plan=plan)))
     else:
-        emit(report.render_status(snap, runs, origin=origin, color=use_color(), verbose=verbose))
+        emit(report.render_status(snap, runs, origin=origin, color=use_color(), verbose=verbose, plan=plan, plan_error=plan_error))
 
 
 @click.command("check")
@@ -299,7 +302,9 @@ def check(strict: bool, as_json: bool, **opts: Any) -> None:
     undecided = bool(report.unknowns(runs))  # --strict: what could not be checked is not a pass
     code = EXIT_FINDINGS if c[ERROR] or (strict and (c[WARNING] or undecided)) else EXIT_OK
     if as_json:
-        emit(_json(report.status_document(snap, runs)))
+        from cudafix.plans.planner import plan_or_error
+
+        emit(_json(report.status_document(snap, runs, plan=plan_or_error(snap, runs)[0])))
     else:
         emit(report.render_check(runs, color=use_color(), snap=snap))
     sys.exit(code)

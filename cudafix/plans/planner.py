@@ -380,3 +380,12 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
         unresolved=tuple(unresolved),
         automatic=tuple(auto),
     )
+
+
+def plan_or_error(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Tuple[Optional[Plan], Optional[str]]:
+    """(plan, None), or (None, why) when no plan could be made: a report must never fail on it."""
+    try:
+        return make_plan(snap, runs), None
+    except Exception as exc:  # noqa: BLE001 - shown in the report as "unknown"
+        return None, "%s: %s" % (type(exc).__name__, exc)
+

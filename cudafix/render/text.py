@@ -1,0 +1,138 @@
+"""The report's text toolkit: line collection with optional colour, rows, value formatting."""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from typing import Any, Dict, List, Optional, Sequence
+
+from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING
+
+
+DASH = "\u2014"  # em dash; the CLI swaps it for "-" where stdout cannot encode it
+
+
+SEVERITY_ORDER = {ERROR: 0, WARNING: 1, INFO: 2}
+
+
+COLOURS = {
+    ERROR: "\033[31m",  # red
+    WARNING: "\033[33m",  # yellow
+    INFO: "\033[36m",  # cyan
+    UNKNOWN: "\033[35m",  # magenta
+    "ok": "\033[32m",  # green
+    "bold": "\033[1m",
+    "dim": "\033[2m",
+}
+
+
+RESET = "\033[0m"
+
+
+# Which scope a safe fix applies in, as the report says it.
+SCOPES = {
+    "activation": "on `conda activate`",
+    "process": "at `import torch`",
+    "both": "on `conda activate` and at `import torch`",
+}
+
+
+class Out:
+    """Collects lines; knows whether to colour."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+        self.lines: List[str] = []
+
+    def style(self, text: str, *names: str) -> str:
+        if not self.color or not text:
+            return text
+        return "".join(COLOURS[n] for n in names) + text + RESET
+
+    def add(self, text: str = "") -> None:
+        self.lines.append(text)
+
+    def section(self, title: str) -> None:
+        if self.lines:
+            self.add()
+        self.add(self.style(title, "bold"))
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def unknown_text(reason: Optional[str]) -> str:
+    """How an undecided value reads: 'unknown — <why>'."""
+    return "unknown %s %s" % (DASH, reason) if reason else "unknown"
+
+
+def shell_value(value: str) -> str:
+    """A variable's value as a POSIX shell would need it: '' stays visible."""
+    return shlex.quote(value)
+
+
+def via_text(out: Out, via: Optional[str]) -> str:
+    return out.style("(%s)" % via, "dim") if via else ""
+
+
+def row(out: Out, label: str, value: str, via: Optional[str] = None, width: int = 16) -> None:
+    line = "  %-*s %s" % (width, label, value)
+    if via:
+        line += "  " + via_text(out, via)
+    out.add(line.rstrip())
+
+
+def field(
+    out: Out,
+    label: str,
+    value: Any,
+    found_via: Dict[str, str],
+    unknown: Dict[str, str],
+    key: str,
+    shown: List[str],
+    absent: str = "not found",
+) -> None:
+    shown.append(key)
+    if value is None or value == "":
+        if key in unknown:
+            row(out, label, out.style(unknown_text(unknown[key]), UNKNOWN))
+        else:
+            row(out, label, absent)
+        return
+    row(out, label, str(value), found_via.get(key))
+
+
+def remaining_unknowns(out: Out, unknown: Dict[str, str], shown: Sequence[str]) -> None:
+    for key in sorted(unknown):
+        if key not in shown:
+            row(out, key.replace("_", " "), out.style(unknown_text(unknown[key]), UNKNOWN))
+
+
+def cuda_version_text(v: Optional[int]) -> Optional[str]:
+    """cuDriverGetVersion's integer (13000) as CUDA's dotted form (13.0)."""
+    if v is None:
+        return None
+    return "%d.%d" % (v // 1000, (v % 1000) // 10)
+
+
+def mib_text(n: Optional[int]) -> str:
+    if n is None:
+        return "?"
+    if n >= 1 << 30:
+        return "%.1f GiB" % (n / float(1 << 30))
+    if n >= 1 << 20:
+        return "%.0f MiB" % (n / float(1 << 20))
+    if n >= 1 << 10:
+        return "%.0f KiB" % (n / 1024.0)
+    return "%d B" % n
+
+
+def wrap_list(prefix: str, items: Sequence[str], width: int = 100) -> List[str]:
+    return textwrap.wrap(
+        ", ".join(items), width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
+        break_on_hyphens=False, break_long_words=False,
+    )
+
+
+def plural(n: int, word: str) -> str:
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
