@@ -25,7 +25,7 @@ from cudafix.model.snapshot import Snapshot
 from cudafix.plans import hook as hookplan
 from cudafix.probes import assume, pci, take_snapshot
 from tests.conftest import FIXTURES, VENVS, run_dev_cudafix
-from tests.snapbuild import H200, snap
+from tests.snapbuild import snap
 
 H200 = FIXTURES / "h200" / "snapshot.json"
 SNAPS = FIXTURES / "snapshots"
@@ -282,7 +282,7 @@ def test_build_findings_never_reach_the_hook_but_show_in_check():
         summary = activation.plan_from_findings([msg], {}).summary
         assert ("CUDA_HOME \u2192 /usr/local/cuda-11.3" in summary) if msg.auto else ("1 error" in summary), summary
     # a runtime finding still does
-    found = rules.findings(rules.run(snap(H200, {"env.CUDA_LAUNCH_BLOCKING": "1"})))
+    found = rules.findings(rules.run(snap("h200/snapshot.json", {"env.CUDA_LAUNCH_BLOCKING": "1"})))
     assert "launch-blocking" in [w[0] for w in hookplan.build_entry(found, {}, []).warns]
 
 
