@@ -296,3 +296,42 @@ def test_dataloader_workers_warn_once(tmp_path, how):
                        start_new_session=True)
     assert (p.returncode, p.stdout) == (0, "28\n"), p.stderr
     assert len(_warnings(p.stderr)) == 1, p.stderr
+
+
+def test_preload_refusal_unit(tmp_path, monkeypatch):
+    from cudafix.store import safefs
+
+    libc = os.path.realpath("/usr/lib/x86_64-linux-gnu/libc.so.6")
+    assert safefs.preload_refusal(libc, "/usr/local/cuda/lib64") is None
+    assert safefs.preload_refusal("libc.so.6", None) == "not an absolute path"
+    # the current directory through an empty or relative LD_LIBRARY_PATH entry
+    libdir = pathlib.Path(tempfile.mkdtemp(prefix="cfxhh-cwd-", dir=str(pathlib.Path.home())))
+    try:
+        os.chmod(str(libdir), 0o755)
+        (libdir / "sub").mkdir()
+        shutil.copy2(libc, str(libdir / "libcuda.so.1"))
+        shutil.copy2(libc, str(libdir / "sub" / "libcuda.so.1"))
+        monkeypatch.chdir(str(libdir))
+        assert safefs.preload_refusal(str(libdir / "libcuda.so.1"), "/x") is None
+        assert "current directory or relative" in safefs.preload_refusal(str(libdir / "libcuda.so.1"), "/x::/y")
+        assert "current directory or relative" in safefs.preload_refusal(str(libdir / "sub" / "libcuda.so.1"), "sub")
+        # a file of another user (not the env's owner) in a good directory
+        os.chown(str(libdir / "libcuda.so.1"), 65534, 65534)
+        assert "not a file of root or the env's owner" in safefs.preload_refusal(str(libdir / "libcuda.so.1"), None)
+        assert safefs.preload_refusal(str(libdir / "libcuda.so.1"), None, owners=(65534,)) is None
+    finally:
+        shutil.rmtree(str(libdir), ignore_errors=True)
+
+
+def test_forward_compat_repair_prefers_the_drivers_own_copy():
+    from cudafix.model.snapshot import LibraryResolution, Snapshot
+    from cudafix.rules import driver
+
+    snap = Snapshot()
+    snap.libraries.ld_library_path = ["/opt/evil/lib", "/usr/local/cuda-13.0/compat"]
+    snap.libraries.resolutions = [LibraryResolution(
+        soname="libcuda.so.1", requested_by="libcudart.so.13", resolved="/usr/local/cuda-13.0/compat/libcuda.so.580.95.05",
+        others=["/opt/evil/lib/libcuda.so.580.159.04", "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"])]
+    assert driver._system_libcuda(snap, "580.159.04") == "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"
+    snap.libraries.resolutions[0].others = ["/opt/evil/lib/libcuda.so.580.159.04"]
+    assert driver._system_libcuda(snap, "580.159.04") == "/opt/evil/lib/libcuda.so.580.159.04"  # vetted at plan time

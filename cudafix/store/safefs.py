@@ -278,7 +278,8 @@ def preload_refusal(path, ld_library_path, owners=()):
     if why is not None:
         return why
     real_dir = os.path.dirname(os.path.realpath(path))
-    for entry in (ld_library_path or "").replace(";", ":").split(":"):
+    # (glibc ignores an unset or empty LD_LIBRARY_PATH: no entry, not the current directory)
+    for entry in ld_library_path.replace(";", ":").split(":") if ld_library_path else ():
         if not entry.startswith("/") and os.path.realpath(entry or ".") == real_dir:
             return "%s is the current directory or relative (LD_LIBRARY_PATH entry %r)" % (real_dir, entry)
     return None
