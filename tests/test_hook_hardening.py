@@ -82,11 +82,11 @@ def test_fifo_planted_in_tmp_fallback_by_another_user(shared, two_users):
     shutil.rmtree(base, ignore_errors=True)
     d = "%s/envs/%s" % (base, paths.env_key(str(root / "v")))
     try:
-        p = users.as_user(attacker, ["sh", "-c", 'mkdir -p "$0" && chmod -R 0777 %s && mkfifo -m 0666 "$0/hook.v1"' % base, d])
+        p = users.as_user(attacker, ["sh", "-c", 'mkdir -p "$0" && chmod -R 0777 %s && mkfifo -m 0666 "$0/hook.json"' % base, d])
         assert p.returncode == 0, p.stderr
         p = users.as_user(victim, [str(py), "-c", IMPORT], timeout=30)  # HOME unset: the /tmp fallback
         assert (p.returncode, p.stdout, p.stderr) == (0, "ok", "")
-        assert sorted(os.listdir(d)) == ["hook.v1"]  # and nothing of the victim's written there
+        assert sorted(os.listdir(d)) == ["hook.json"]  # and nothing of the victim's written there
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -103,7 +103,7 @@ def test_tmp_fallback_made_private(shared, two_users):
         p = users.as_user(victim, [str(py), "-c", IMPORT], timeout=120)
         assert (p.returncode, p.stdout, p.stderr) == (0, "ok", "")
         d = "%s/envs/%s" % (base, paths.env_key(str(root / "v")))
-        for path, mode in ((base, 0o700), (base + "/envs", 0o700), (d, 0o700), (d + "/hook.v1", 0o600)):
+        for path, mode in ((base, 0o700), (base + "/envs", 0o700), (d, 0o700), (d + "/hook.json", 0o600)):
             st = os.lstat(path)
             assert (st.st_uid, st.st_mode & 0o7777) == (victim.pw_uid, mode), path
     finally:
@@ -191,9 +191,9 @@ def test_preload_never_planned_from_tmp_or_the_current_directory(shared, tmp_pat
     shutil.copy2(os.path.realpath("/usr/lib/x86_64-linux-gnu/libz.so.1"), str(lib))
     env = clean_env(tmp_path / "cache", CUDAFIX_DEBUG="1")
     path = write_plan(py, json.dumps([_preload_finding(lib)]), env)
-    from cudafix.hook import runtime
+    from cudafix.hook import cache as hookcache
 
-    (entry,), why = runtime.read_cache(path)
+    (entry,), why = hookcache.read_cache(path)
     assert why is None and entry[4] == []  # no preload planned
     assert "Fix: load torch's own libcfxtest.so.1" in entry[5][0][3]  # the finding is still said
 
