@@ -335,3 +335,19 @@ def test_forward_compat_repair_prefers_the_drivers_own_copy():
     assert driver._system_libcuda(snap, "580.159.04") == "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"
     snap.libraries.resolutions[0].others = ["/opt/evil/lib/libcuda.so.580.159.04"]
     assert driver._system_libcuda(snap, "580.159.04") == "/opt/evil/lib/libcuda.so.580.159.04"  # vetted at plan time
+
+
+def test_one_trust_check_and_one_stat_signature():
+    """Issue 17: owner/permission checks and stat signatures live in cudafix.store.safefs only."""
+    import re
+
+    pkg = pathlib.Path(__file__).resolve().parent.parent / "cudafix"
+    offenders = []
+    for path in sorted(pkg.rglob("*.py")):
+        if path.name == "safefs.py":
+            continue
+        text = path.read_text()
+        for pattern in (r"\.st_uid\b", r"0o022\b", r"def stat_sig\b", r"def trusted\b", r"S_IWOTH|S_IWGRP"):
+            if re.search(pattern, text):
+                offenders.append("%s: %s" % (path.relative_to(pkg), pattern))
+    assert offenders == []
