@@ -70,7 +70,7 @@ entries = st.builds(
     hookcache.Entry,
     st.text("0123456789abcdef.", min_size=1, max_size=30),
     st.text("0123456789abcdef.", min_size=1, max_size=30),
-    st.lists(st.tuples(env_text, env_text), max_size=3),
+    st.lists(st.tuples(env_text, st.one_of(st.none(), st.lists(st.integers(0, 1 << 64), min_size=6, max_size=6))), max_size=3),
     st.lists(st.tuples(env_text, st.sampled_from([SET, UNSET]), env_text, st.one_of(st.none(), env_text)), max_size=3),
     st.lists(st.tuples(env_text, env_text, env_text), max_size=3),
     st.lists(st.tuples(env_text, st.booleans(), env_text, env_text), max_size=3),
@@ -85,7 +85,7 @@ def test_cache_round_trip(es):
 
 
 def _valid_cache_bytes():
-    e = hookcache.Entry("1.2.3", "4.5.6", [("/x", "1:2:3")], [("r", SET, "CUDA_CACHE_MAXSIZE", "4294967296")],
+    e = hookcache.Entry("1.2.3", "4.5.6", [("/x", [1, 2, 3])], [("r", SET, "CUDA_CACHE_MAXSIZE", "4294967296")],
                    [("r", "libx.so.1", "/lib/libx.so.1")], [("r", False, "fixed", "unfixed")])
     return hookcache.dump_entries([e, hookcache.Entry("1.2.4", *e[1:])])
 
@@ -262,7 +262,7 @@ def test_path_part_sees_torch_install(tmp_path):
 
 fps = st.sampled_from(["1.2.3", "1.2.34", "4.5.6", "a.b.c", "1.2.3a"])
 # (path, sig): fresh only while an absent file is still absent
-FRESH, STALE = ("/nonexistent/x", None), [("/nonexistent/x", "1:2:3"), ("/", None)]
+FRESH, STALE = ("/nonexistent/x", None), [("/nonexistent/x", [1, 2, 3]), ("/", None)]
 stats = st.lists(st.sampled_from([FRESH] + STALE), max_size=2)
 cache_entries = st.builds(
     hookcache.Entry, fps, fps, stats,

@@ -6,7 +6,7 @@ cudafix.store.safefs (the one trust check).  Here the key is the fingerprint
 (cudafix.hook.runtime.fingerprint) and an entry is::
 
     {"post": <fingerprint after the entry's own env corrections>,
-     "deps": [[path, stat sig or null], ...],            files whose change makes it stale
+     "deps": [[path, stat sig or null], ...],            files whose change makes it stale (safefs.stat_sig)
      "ops": [[rule, op, name, value or null], ...],      in-process env corrections
      "preloads": [[rule, soname, path], ...],            libraries loaded at `import torch`
      "warns": [[rule, quiet if fixed, line if fixed, line if not], ...]}
@@ -23,7 +23,7 @@ CACHE_VERSION = 2  # 1: the line format of hook.v1 (before 2026-12-01)
 MAX_CACHE_BYTES = 1 << 20
 
 _T = (str, type(None))  # a text field: str, or None
-_SHAPES = (("deps", (str, _T)), ("ops", (_T, _T, _T, _T)), ("preloads", (_T, _T, _T)), ("warns", (_T, bool, _T, _T)))
+_SHAPES = (("deps", (str, (list, type(None)))), ("ops", (_T, _T, _T, _T)), ("preloads", (_T, _T, _T)), ("warns", (_T, bool, _T, _T)))
 
 
 class Entry(list):

@@ -114,12 +114,12 @@ def path_part(sys_path=None):
     for entry in sys.path if sys_path is None else sys_path:
         if not isinstance(entry, str) or entry == std or entry.startswith(std + "/lib-dynload") or entry.endswith(".zip"):
             continue
-        sig = safefs.stat_sig(entry or ".") or "-"
+        sig = ":".join(map(str, safefs.stat_sig(entry or ".") or ["-"]))
         parts.append("path=%s:%s" % (entry, sig))
         if sig != "-" and torch == "torch=-":
             vsig = safefs.stat_sig((entry or ".") + "/torch/version.py")
             if vsig is not None:
-                torch = "torch=%s/torch/version.py:%s" % (entry or ".", vsig)
+                torch = "torch=%s/torch/version.py:%s" % (entry or ".", ":".join(map(str, vsig)))
     parts.append(torch)
     return parts
 

@@ -547,11 +547,11 @@ class _Recorder:
     """path -> stat_sig (None: absent) of everything one simulation looked at."""
 
     def __init__(self) -> None:
-        self.sigs: Dict[str, Optional[str]] = {}
+        self.sigs: Dict[str, Optional[List[int]]] = {}
         self.dangling: Set[str] = set()  # absent but present as a symlink: its target may appear
         self.cwd: Optional[str] = None
 
-    def sig(self, path: str) -> Optional[str]:
+    def sig(self, path: str) -> Optional[List[int]]:
         path = _os.fspath(path)
         if path in self.sigs:
             return self.sigs[path]
@@ -566,7 +566,7 @@ class _Recorder:
                 d = _os.path.dirname(d)
         return sig
 
-    def _stat(self, path: str) -> Optional[str]:
+    def _stat(self, path: str) -> Optional[List[int]]:
         sig = self.sigs[path] = cachefile.stat_sig(path)
         if sig is None and _os.path.lexists(path):
             self.dangling.add(path)
@@ -591,11 +591,11 @@ class _RecordingPath:
 
     def isfile(self, path: str) -> bool:
         sig = self._rec.sig(path)
-        return sig is not None and _stat.S_ISREG(cachefile.sig_mode(sig))
+        return sig is not None and _stat.S_ISREG(sig[0])
 
     def isdir(self, path: str) -> bool:
         sig = self._rec.sig(path)
-        return sig is not None and _stat.S_ISDIR(cachefile.sig_mode(sig))
+        return sig is not None and _stat.S_ISDIR(sig[0])
 
     def realpath(self, path: str, *args, **kwargs) -> str:
         self._rec.sig(path)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # annotations only: the hook reads its cache through this mod
     from typing import Any, Dict
 
 from cudafix.store import safefs
-from cudafix.store.safefs import sig_mode, stat_sig  # noqa: F401  the one stat signature (also the hook cache's)
+from cudafix.store.safefs import stat_sig  # noqa: F401  the one stat signature (also the hook cache's)
 
 MAX_BYTES = 8 << 20
 RACY_NS = 2_000_000_000  # inputs modified this recently are not trusted to show a later change
@@ -59,7 +59,7 @@ def parse(raw: bytes, version: int) -> Dict[str, Any]:
     ValueError when it is not that (corrupt, truncated, another version)."""
     data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict) or data.get("version") != version or not isinstance(data.get("entries"), dict):
-        raise ValueError("not a version %d cudafix cache" % version)
+        raise ValueError("not a cudafix cache of version %r" % (version,))
     return data["entries"]
 
 
