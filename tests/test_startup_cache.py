@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from cudafix.hook import runtime as hook
 from cudafix.hook import cache as hookcache
-from cudafix.hook import runtime as hookenv
 import cudafix
 from cudafix.plans import hook as hookplan
 from cudafix.store import paths

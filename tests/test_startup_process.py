@@ -19,7 +19,6 @@ import pytest
 
 import _cudafix_startup
 from cudafix.hook import cache as hookcache
-from cudafix.hook import runtime as hook
 from tests.test_startup_cache import ADVICE, JIT
 from tests.test_startup_helpers import (
     COUNT_PTH, TORCH_CPU_SITE, TORCH_CU_SITE, clean_env, make_venv, run, site_packages, stub_torch, write_plan,

@@ -12,8 +12,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cudafix.hook import cache as hookcache
-from cudafix.hook import runtime as hook
-from cudafix.hook import runtime as hookenv
 from tests.test_startup_helpers import clean_env, make_venv, stub_torch
 
 NAMES = ["LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_CACHE_MAXSIZE",
