@@ -69,7 +69,7 @@ def test_corrupt_truncated_unreadable_caches(stub_python, tmp_path_factory, data
         assert hookcache.read_cache(path)[1] is None
 
 
-# The check (hookenv.check, at `import torch` or when hook.state is read) computes the fingerprint
+# The check (hookenv.check, at `import torch` or when called) computes the fingerprint
 # from the start's sys.path (saved by the finder), and the cold path writes entries with
 # hookenv's plain versions.  They must agree, or the cache would never be fresh: for os.environ, and for a plain dict of it (what
 # hookplan.build_entry fingerprints after the entry's corrections).
