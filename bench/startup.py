@@ -115,7 +115,7 @@ def instructions(cmd, env):
 COLD = r"""
 import os, shutil, sys, time
 from cudafix.hook import runtime as hook
-from cudafix.plans import hook as hookplan
+from cudafix.hook import plan as hookplan
 if sys.argv[1] == "first":
     shutil.rmtree(os.path.dirname(hook.check().cache_path), ignore_errors=True)
 t0 = time.perf_counter()

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudafix.hook import runtime as hook
-from cudafix.hook import runtime as hookenv
+from cudafix.hook import cache as hookcache
 import cudafix
-from cudafix.plans import hook as hookplan
+from cudafix.hook import plan as hookplan
 from cudafix.store import paths
 from cudafix.model.findings import Finding
 from tests.conftest import require
@@ -67,10 +67,10 @@ def test_apply_op_equals_envop_apply(start, seq):
 
 
 entries = st.builds(
-    hookenv.Entry,
+    hookcache.Entry,
     st.text("0123456789abcdef.", min_size=1, max_size=30),
     st.text("0123456789abcdef.", min_size=1, max_size=30),
-    st.lists(st.tuples(env_text, env_text), max_size=3),
+    st.lists(st.tuples(env_text, st.one_of(st.none(), st.lists(st.integers(0, 1 << 64), min_size=6, max_size=6))), max_size=3),
     st.lists(st.tuples(env_text, st.sampled_from([SET, UNSET]), env_text, st.one_of(st.none(), env_text)), max_size=3),
     st.lists(st.tuples(env_text, env_text, env_text), max_size=3),
     st.lists(st.tuples(env_text, st.booleans(), env_text, env_text), max_size=3),
@@ -80,31 +80,32 @@ entries = st.builds(
 @given(st.lists(entries, max_size=4))
 @settings(max_examples=200, deadline=None)
 def test_cache_round_trip(es):
-    assert hook.parse_entries(hookenv.dump_entries(es)) == es
+    firsts = [e for i, e in enumerate(es) if e.fp not in [x.fp for x in es[:i]]]  # one per fingerprint, newest
+    assert hookcache.parse_entries(hookcache.dump_entries(es)) == firsts
 
 
 def _valid_cache_bytes():
-    e = hookenv.Entry("1.2.3", "4.5.6", [("/x", "1:2:3")], [("r", SET, "CUDA_CACHE_MAXSIZE", "4294967296")],
+    e = hookcache.Entry("1.2.3", "4.5.6", [("/x", [1, 2, 3])], [("r", SET, "CUDA_CACHE_MAXSIZE", "4294967296")],
                    [("r", "libx.so.1", "/lib/libx.so.1")], [("r", False, "fixed", "unfixed")])
-    return hookenv.dump_entries([e, e])
+    return hookcache.dump_entries([e, hookcache.Entry("1.2.4", *e[1:])])
 
 
 @given(cut=st.integers(min_value=0, max_value=len(_valid_cache_bytes()) - 1))
 @settings(max_examples=200, deadline=None)
 def test_truncated_cache_is_rejected(cut):
     with pytest.raises(ValueError):
-        hook.parse_entries(_valid_cache_bytes()[:cut])
+        hookcache.parse_entries(_valid_cache_bytes()[:cut])
 
 
-@given(st.binary(max_size=400) | st.builds(lambda a, b: hook.MAGIC + b"\n" + a + b"\nEND\n", st.binary(max_size=200), st.none()))
+@given(st.binary(max_size=400) | st.builds(lambda a, b: b'{"version":2,"entries":' + a + b"}", st.binary(max_size=200), st.none()))
 @settings(max_examples=500, deadline=None)
 def test_garbage_never_raises_from_read_cache(tmp_path_factory, data):
     d = tmp_path_factory.mktemp("c")
     os.chmod(str(d), 0o700)
-    p = d / hook.CACHE_FILE
+    p = d / hookcache.CACHE_FILE
     p.write_bytes(data)
     os.chmod(str(p), 0o600)
-    entries, why = hook.read_cache(str(p))
+    entries, why = hookcache.read_cache(str(p))
     assert isinstance(entries, list)
     if not entries:
         assert why is None or isinstance(why, str)
@@ -113,7 +114,7 @@ def test_garbage_never_raises_from_read_cache(tmp_path_factory, data):
 def _cache_file(tmp_path):
     d = tmp_path / "c"
     d.mkdir(mode=0o700)
-    p = d / hook.CACHE_FILE
+    p = d / hookcache.CACHE_FILE
     p.write_bytes(_valid_cache_bytes())
     os.chmod(str(p), 0o600)
     return d, p
@@ -121,7 +122,7 @@ def _cache_file(tmp_path):
 
 def test_trusted_cache_is_read(tmp_path):
     d, p = _cache_file(tmp_path)
-    entries, why = hook.read_cache(str(p))
+    entries, why = hookcache.read_cache(str(p))
     assert why is None and len(entries) == 2
 
 
@@ -129,20 +130,20 @@ def test_foreign_owned_cache_is_ignored(tmp_path):
     require(os.geteuid() == 0, "chown to another user needs root")
     d, p = _cache_file(tmp_path)
     os.chown(str(p), 65534, 65534)
-    assert hook.read_cache(str(p)) == ([], "cache not trusted (hook.v1: not a regular file of uid 0 writable only by it)")
+    assert hookcache.read_cache(str(p)) == ([], "cache not trusted (hook.json: not a regular file of uid 0 writable only by it)")
     os.chown(str(p), 0, 0)
     os.chown(str(d), 65534, 65534)
-    assert hook.read_cache(str(p))[0] == []
+    assert hookcache.read_cache(str(p))[0] == []
 
 
 @pytest.mark.parametrize("mode", [0o620, 0o602, 0o666])
 def test_cache_writable_by_others_is_ignored(tmp_path, mode):
     d, p = _cache_file(tmp_path)
     os.chmod(str(p), mode)
-    assert hook.read_cache(str(p))[0] == []
+    assert hookcache.read_cache(str(p))[0] == []
     os.chmod(str(p), 0o600)
     os.chmod(str(d), 0o777)
-    assert hook.read_cache(str(p))[0] == []
+    assert hookcache.read_cache(str(p))[0] == []
 
 
 def test_symlinked_or_special_cache_is_ignored(tmp_path):
@@ -150,45 +151,45 @@ def test_symlinked_or_special_cache_is_ignored(tmp_path):
     real = d / "real"
     p.rename(real)
     p.symlink_to(real)
-    assert hook.read_cache(str(p))[0] == []
+    assert hookcache.read_cache(str(p))[0] == []
     p.unlink()
     p.mkdir()
-    assert hook.read_cache(str(p))[0] == []
+    assert hookcache.read_cache(str(p))[0] == []
 
 
 def test_oversized_cache_is_ignored(tmp_path):
     d, p = _cache_file(tmp_path)
     with open(str(p), "ab") as fh:
-        fh.truncate(hook.MAX_CACHE_BYTES + 10)
-    assert hook.read_cache(str(p)) == ([], "cache not trusted (hook.v1: larger than %d bytes)" % hook.MAX_CACHE_BYTES)
+        fh.truncate(hookcache.MAX_CACHE_BYTES + 10)
+    assert hookcache.read_cache(str(p)) == ([], "cache not trusted (hook.json: larger than %d bytes)" % hookcache.MAX_CACHE_BYTES)
 
 
 def test_missing_cache(tmp_path):
     (tmp_path / "c").mkdir(mode=0o700)
-    assert hook.read_cache(str(tmp_path / "c" / hook.CACHE_FILE)) == ([], "no cache yet")
+    assert hookcache.read_cache(str(tmp_path / "c" / hookcache.CACHE_FILE)) == ([], "no cache yet")
 
 
 def test_write_entry_creates_private_file_and_keeps_newest_first(tmp_path):
-    path = str(tmp_path / "a" / "b" / hook.CACHE_FILE)
-    e1, e2 = hookenv.Entry("1", "1"), hookenv.Entry("2", "2")
+    path = str(tmp_path / "a" / "b" / hookcache.CACHE_FILE)
+    e1, e2 = hookcache.Entry("1", "1"), hookcache.Entry("2", "2")
     assert hookplan.write_entry(path, e1)
     assert hookplan.write_entry(path, e2)
     assert hookplan.write_entry(path, e1)  # same fingerprint: replaced, moved first
-    assert hook.read_cache(path) == ([e1, e2], None)
+    assert hookcache.read_cache(path) == ([e1, e2], None)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) & 0o077 == 0
-    assert os.listdir(os.path.dirname(path)) == [hook.CACHE_FILE]  # no temp file left
+    assert os.listdir(os.path.dirname(path)) == [hookcache.CACHE_FILE]  # no temp file left
     for i in range(40):
-        hookplan.write_entry(path, hookenv.Entry(str(i), str(i)))
-    assert len(hook.read_cache(path)[0]) == hookplan.MAX_ENTRIES
+        hookplan.write_entry(path, hookcache.Entry(str(i), str(i)))
+    assert len(hookcache.read_cache(path)[0]) == hookplan.MAX_ENTRIES
 
 
 def test_write_entry_refuses_a_dir_others_can_write(tmp_path):
     d = tmp_path / "shared"
     d.mkdir()
     os.chmod(str(d), 0o777)
-    assert not hookplan.write_entry(str(d / hook.CACHE_FILE), hookenv.Entry("1", "1"))
-    assert not (d / hook.CACHE_FILE).exists()
+    assert not hookplan.write_entry(str(d / hookcache.CACHE_FILE), hookcache.Entry("1", "1"))
+    assert not (d / hookcache.CACHE_FILE).exists()
 
 
 # -- the plan built from findings -----------------------------------------------------------
@@ -257,19 +258,14 @@ def test_path_part_sees_torch_install(tmp_path):
     assert after != before
 
 
-# -- the start's own reader (hook.find_entry) against the whole-file parser -------------------
-
-def _first_fresh(data, fp):
-    for e in hookenv.parse_entries(data, (fp,)):
-        if hookenv.entry_fresh(e):
-            return e
-    return None
-
+# -- the start's reader (cache.find_entry) against the entries as written ----------------------
 
 fps = st.sampled_from(["1.2.3", "1.2.34", "4.5.6", "a.b.c", "1.2.3a"])
-stats = st.lists(st.sampled_from([("/nonexistent/x", "-"), ("/nonexistent/x", "1:2:3"), ("/", "-")]), max_size=2)
+# (path, sig): fresh only while an absent file is still absent
+FRESH, STALE = ("/nonexistent/x", None), [("/nonexistent/x", [1, 2, 3]), ("/", None)]
+stats = st.lists(st.sampled_from([FRESH] + STALE), max_size=2)
 cache_entries = st.builds(
-    hookenv.Entry, fps, fps, stats,
+    hookcache.Entry, fps, fps, stats,
     st.lists(st.tuples(env_text, st.sampled_from([SET, UNSET]), env_text, st.one_of(st.none(), env_text)), max_size=2),
     st.lists(st.tuples(env_text, env_text, env_text), max_size=2),
     st.lists(st.tuples(env_text, st.booleans(), env_text, env_text), max_size=2),
@@ -278,40 +274,24 @@ cache_entries = st.builds(
 
 @given(es=st.lists(cache_entries, max_size=5), fp=fps)
 @settings(max_examples=400, deadline=None)
-def test_find_entry_equals_whole_file_parse(es, fp):
-    data = hookenv.dump_entries(es)
-    assert hook.find_entry(data, fp) == _first_fresh(data, fp)
-
-
-@given(data=st.binary(max_size=300) | st.builds(lambda a: hook.MAGIC + b"\n" + a + b"\nEND\n", st.binary(max_size=200))
-       | st.builds(lambda es, cut: hookenv.dump_entries(es)[:cut], st.lists(cache_entries, max_size=3), st.integers(0, 400)),
-       fp=fps)
-@settings(max_examples=500, deadline=None)
-def test_find_entry_on_garbage_agrees_or_refuses(data, fp):
-    try:
-        want = _first_fresh(data, fp)
-    except Exception:  # noqa: BLE001 - a file the whole-file parser refuses
-        want = "refused"
-    try:
-        got = hook.find_entry(data, fp)
-    except Exception:  # noqa: BLE001 - the start treats any exception as "no cache"
-        got = "refused"
-    # the start reads only the entries naming its fingerprint: where the whole-file parser finds
-    # a malformed record elsewhere, the start may still use a whole, well-formed candidate
-    assert got == want or want == "refused"
-    if want != "refused" and want is not None:
-        assert got == want
+def test_find_entry_is_the_newest_fresh_entry_naming_fp(es, fp):
+    written, seen = [], set()
+    for e in es:  # one entry per fingerprint, the first (newest) kept
+        if e.fp not in seen:
+            seen.add(e.fp)
+            written.append(e)
+    want = next((e for e in written if fp in (e.fp, e.post_fp) and all(x == FRESH for x in e.stats)), None)
+    assert hookcache.find_entry(hookcache.dump_entries(es), fp) == want
 
 
 def test_find_entry_refuses_what_is_not_whole():
-    data = hookenv.dump_entries([hookenv.Entry("1.2.3", "4.5.6")])
-    assert hook.find_entry(data, "1.2.3") == ["1.2.3", "4.5.6", [], [], [], []]
-    assert hook.find_entry(data, "4.5.6") == ["1.2.3", "4.5.6", [], [], [], []]
-    for bad in (data[:-1], data[:-4], data[1:], data + b"x", b"x" + data):
+    data = hookcache.dump_entries([hookcache.Entry("1.2.3", "4.5.6")])
+    assert hookcache.find_entry(data, "1.2.3") == ["1.2.3", "4.5.6", [], [], [], []]
+    assert hookcache.find_entry(data, "4.5.6") == ["1.2.3", "4.5.6", [], [], [], []]
+    for bad in (data[:-1], data[:-4], data[1:], data + b"x", b"x" + data, data.replace(b'"version":2', b'"version":1'),
+                data.replace(b'"deps":[]', b'"deps":[["/x"]]'), data.replace(b'"warns":[]', b'"warns":[["r",1,"a","b"]]')):
         with pytest.raises(ValueError):
-            hook.find_entry(bad, "1.2.3")
-    with pytest.raises(ValueError):
-        hook.find_entry(data, "1.2.3", size=len(data) - 1)  # grew while read
+            hookcache.find_entry(bad, "1.2.3")
 
 
 def test_start_module_is_tiny_and_holds_no_state():

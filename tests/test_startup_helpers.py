@@ -82,12 +82,13 @@ def run(python: os.PathLike, code: str, env: Dict[str, str], args: Iterable[str]
 # venv (its own sys.path / prefix / fingerprint).  argv[1]: JSON list of Finding dicts.
 WRITE_PLAN = r"""
 import json, os, sys
+from cudafix.hook import cache as hookcache
 from cudafix.hook import runtime as hook
-from cudafix.plans import hook as hookplan
+from cudafix.hook import plan as hookplan
 from cudafix.model.findings import Finding
 found = [Finding.from_dict(d) for d in json.loads(sys.argv[1])]
 entry = hookplan.build_entry(found, os.environ, hook.check().syspath)
-path = os.path.join(hook.cache_dir(sys.prefix, os.environ), hook.CACHE_FILE)
+path = os.path.join(hook.cache_dir(sys.prefix, os.environ), hookcache.CACHE_FILE)
 assert hookplan.write_entry(path, entry), path
 print(path)
 """

@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 import _cudafix_startup
-from cudafix.hook import runtime as hook
+from cudafix.hook import cache as hookcache
 from tests.conftest import require
 from tests.test_startup_cache import ADVICE, JIT
 from tests.test_startup_helpers import (
@@ -152,7 +152,7 @@ def test_python_c_pass_reads_no_cache_and_installs_the_finder(venvs, env, tmp_pa
                         str(venvs["hook"]), "-c", code], env=env, capture_output=True, text=True, timeout=60, cwd="/")
     assert (p.returncode, p.stdout, p.stderr) == (0, "1\n", ""), p.stderr
     trace = out.read_text()
-    assert "hook.v1" not in trace and os.path.dirname(path) not in trace
+    assert hookcache.CACHE_FILE not in trace and os.path.dirname(path) not in trace
     assert "/sys/module/nvidia" not in trace and "/proc/driver/nvidia" not in trace
     assert "torch/version.py" not in trace
     # site.py's second pass over a venv's .pth files skips cudafix.pth (_skip_second_pass)
@@ -344,7 +344,7 @@ def test_64_interpreters_on_a_cold_cache(venvs, env):
     path = run(venvs["stub"], "import cudafix.hook.runtime as h; print(h.check().cache_path)", env).stdout.strip()
     d = pathlib.Path(path).parent
     assert [x.name for x in d.iterdir() if x.name.startswith(".")] == []  # no temp file left
-    entries, why = hook.read_cache(path)
+    entries, why = hookcache.read_cache(path)
     assert why is None and len(entries) == 1  # one whole cache, one fingerprint
     p = run(venvs["stub"], "import cudafix.hook.runtime as h; print(h.check().entry is not None)", env)
     assert p.stdout.strip() == "True"

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudafix.hook import runtime as hook
-from cudafix.hook import runtime as hookenv
+from cudafix.hook import cache as hookcache
 from tests.test_startup_helpers import clean_env, make_venv, stub_torch
 
 NAMES = ["LD_LIBRARY_PATH", "PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_CACHE_MAXSIZE",
@@ -49,13 +48,13 @@ def _cache_path(python, env):
     return p.stdout.strip()
 
 
-GOOD = hookenv.dump_entries([hookenv.Entry("1.2.3", "1.2.3", [("/x", "-")], [("r", "set", "CUDA_HOME", "/c")],
+GOOD = hookcache.dump_entries([hookcache.Entry("1.2.3", "1.2.3", [("/x", None)], [("r", "set", "CUDA_HOME", "/c")],
                                      [("r", "libx.so", "/nonexistent/libx.so")], [("r", False, "a", "b")])])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.one_of(st.binary(max_size=300), st.integers(0, len(GOOD)).map(lambda n: GOOD[:n]),
-                      st.binary(max_size=100).map(lambda b: hook.MAGIC + b"\n" + b + b"\nEND\n")),
+                      st.binary(max_size=100).map(lambda b: b'{"version":2,"entries":' + b + b"}")),
        mode=st.sampled_from([0o600, 0o666, 0o000]))
 def test_corrupt_truncated_unreadable_caches(stub_python, tmp_path_factory, data, mode):
     env = clean_env(tmp_path_factory.mktemp("cache"))
@@ -67,22 +66,23 @@ def test_corrupt_truncated_unreadable_caches(stub_python, tmp_path_factory, data
     p = subprocess.run([str(stub_python), "-c", CODE], env=env, capture_output=True, timeout=120, cwd="/")
     assert (p.returncode, p.stdout, p.stderr) == (0, b"ok", b""), p.stderr[-3000:]
     if mode == 0o600:  # a bad cache of ours is replaced by a whole one
-        assert hook.read_cache(path)[1] is None
+        assert hookcache.read_cache(path)[1] is None
 
 
-# The check (hookenv.check, at `import torch` or when hook.state is read) computes the fingerprint
+# The check (hookenv.check, at `import torch` or when called) computes the fingerprint
 # from the start's sys.path (saved by the finder), and the cold path writes entries with
 # hookenv's plain versions.  They must agree, or the cache would never be fresh: for os.environ, and for a plain dict of it (what
 # hookplan.build_entry fingerprints after the entry's corrections).
 SAME = r"""
 import os, sys
+from cudafix.hook import cache as hookcache
 from cudafix.hook import runtime as hook
 from cudafix.hook import runtime as hookenv
 st = hook.check()
 sys.stdout.write(repr([st.syspath == hookenv.path_part(sys.path[1:]),
                        st.fp == hookenv.fingerprint(os.environ, st.syspath),
                        st.fp == hookenv.fingerprint(dict(os.environ), st.syspath),
-                       st.cache_path == os.path.join(hookenv.cache_dir(sys.prefix, os.environ), hook.CACHE_FILE)]))
+                       st.cache_path == os.path.join(hookenv.cache_dir(sys.prefix, os.environ), hookcache.CACHE_FILE)]))
 """
 
 

@@ -22,7 +22,7 @@ from cudafix import rules
 from cudafix.knowledge import arch_drivers
 from cudafix.model.findings import BUILD, ERROR, INFO, OK, PROBLEM, UNKNOWN, WARNING, Rule
 from cudafix.model.snapshot import Snapshot
-from cudafix.plans import hook as hookplan
+from cudafix.hook import plan as hookplan
 from cudafix.probes import assume, pci, take_snapshot
 from tests.conftest import FIXTURES, VENVS, run_dev_cudafix
 from tests.snapbuild import snap

@@ -2,23 +2,20 @@
 
 _cudafix_startup (unmarshalled and run at every interpreter start) only installs a finder for the
 name `torch`.  Everything else lives here and runs when that finder sees `import torch`: the
-check (fingerprint -> per-env cache entry -> in-process env corrections), the whole-file cache
-parser and reader, the writer's format, the cold recompute when the cache was stale (through
-cudafix.plans.hook), library preloads by absolute path, and the warnings.  The check's result lives
-here, in ``state`` (None until the check ran; :func:`check` runs it and returns it).
-Files are read and written only through cudafix.store.safefs (the one trust check).
-Importing this module imports nothing beyond the stdlib and cudafix.store.
-"""
+check (fingerprint -> per-env cache entry (cudafix.hook.cache) -> in-process env corrections),
+the cold recompute when the cache was stale (through cudafix.hook.plan), library preloads by
+absolute path, and the warnings, once per process group.  The check's result lives here, in
+``state`` (None until the check ran; :func:`check` runs it and returns it).  Files are read and
+written only through cudafix.store.safefs (the one trust check).  Importing this module imports
+nothing beyond the stdlib (json for the cache) and cudafix.store."""
 
 import os
 import sys
 
+from cudafix.hook import cache
 from cudafix.store import paths, safefs
 
 VERSION = "0.1.0"  # == cudafix.__version__ (tests/test_startup_cache.py checks)
-CACHE_FILE = "hook.v1"
-MAGIC = b"cudafix-hook-cache 1"
-MAX_CACHE_BYTES = 1 << 20
 WARNED_VAR = "CUDAFIX_WARNED"  # rule ids already warned about in this process tree
 LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")  # never changed in-process (docs/hook.md)
 
@@ -62,11 +59,6 @@ user_cache_dir = paths.user_cache_dir
 
 def cache_dir(prefix, environ):
     return paths.env_cache_dir(prefix, environ)
-
-
-def stat_sig(path):
-    """safefs.stat_sig, '-' when it cannot be stat'ed (the form of the fingerprint and S lines)."""
-    return safefs.stat_sig(path) or "-"
 
 
 # The loader read LD_LIBRARY_PATH / LD_PRELOAD once, at exec: a script that changes them in
@@ -121,12 +113,12 @@ def path_part(sys_path=None):
     for entry in sys.path if sys_path is None else sys_path:
         if not isinstance(entry, str) or entry == std or entry.startswith(std + "/lib-dynload") or entry.endswith(".zip"):
             continue
-        sig = stat_sig(entry or ".")
+        sig = ":".join(map(str, safefs.stat_sig(entry or ".") or ["-"]))
         parts.append("path=%s:%s" % (entry, sig))
         if sig != "-" and torch == "torch=-":
-            vsig = stat_sig((entry or ".") + "/torch/version.py")
-            if vsig != "-":
-                torch = "torch=%s/torch/version.py:%s" % (entry or ".", vsig)
+            vsig = safefs.stat_sig((entry or ".") + "/torch/version.py")
+            if vsig is not None:
+                torch = "torch=%s/torch/version.py:%s" % (entry or ".", ":".join(map(str, vsig)))
     parts.append(torch)
     return parts
 
@@ -171,79 +163,6 @@ def fingerprint(environ, syspath_part, machine=None):
     return "%x.%x.%x" % (len(text), hash(int.from_bytes(text, "little")), hash(int.from_bytes(text, "big")))
 
 
-# -- the cache file: format in _cudafix_startup; the whole-file parser and reader -------------
-#
-#   cudafix-hook-cache 1
-#   E <fingerprint> <fingerprint after the entry's env ops>      one per entry, newest first
-#   S <path> <stat sig>                                          files the entry depends on
-#   O <rule> <op> <name> <value>                                 in-process env correction
-#   P <rule> <soname> <path>                                     preload at `import torch`
-#   W <rule> <quiet-if-fixed 0|1> <line if fixed> <line if not>  warning at `import torch`
-#   END
-#
-# Fields but the fingerprints: hex of UTF-8 (surrogateescape), '-' for None.  Parsed with
-# bytes.split / bytes.fromhex only: nothing that can execute or crash on garbage.  An entry is a
-# list [fp, post_fp, stats, ops, preloads, warns].  The start reads only the entries naming its
-# fingerprint (find_entry); tests keep the two parsers equal.
-
-_ARITY = {b"S": 3, b"O": 5, b"P": 4, b"W": 5}
-
-
-def _dec(field):
-    if field == b"-":
-        return None
-    return bytes.fromhex(field.decode("ascii")).decode("utf-8", "surrogateescape")
-
-
-def parse_entries(data, want=None):
-    """The entries of a cache file's bytes (only those whose fingerprints are in ``want``, if
-    given); ValueError (or another Exception) when malformed: then "no cache"."""
-    lines = data.split(b"\n")
-    if lines[0] != MAGIC or len(lines) < 3 or lines[-1] != b"" or lines[-2] != b"END":
-        raise ValueError("not a whole cudafix hook cache")
-    entries = []
-    cur = None
-    for line in lines[1:-2]:
-        f = line.split(b" ")
-        kind = f[0]
-        if kind == b"E" and len(f) == 3:
-            fp, post = f[1].decode("ascii"), f[2].decode("ascii")
-            cur = [fp, post, [], [], [], []] if want is None or fp in want or post in want else None
-            if cur is not None:
-                entries.append(cur)
-            continue
-        if _ARITY.get(kind) != len(f):
-            raise ValueError("bad record")
-        if cur is None:
-            continue
-        if kind == b"S":
-            cur[2].append((_dec(f[1]), _dec(f[2])))
-        elif kind == b"O":
-            cur[3].append((_dec(f[1]), _dec(f[2]), _dec(f[3]), _dec(f[4])))
-        elif kind == b"P":
-            cur[4].append((_dec(f[1]), _dec(f[2]), _dec(f[3])))
-        elif f[2] in (b"0", b"1"):
-            cur[5].append((_dec(f[1]), f[2] == b"1", _dec(f[3]), _dec(f[4])))
-        else:
-            raise ValueError("bad W record")
-    return entries
-
-
-def read_cache(path, want=None):
-    """(entries, None) or ([], reason); never raises.  The same checks as the start's."""
-    try:
-        data, why = safefs.read_private(path, MAX_CACHE_BYTES)
-        if data is None:
-            return [], "no cache yet" if why == "no such file" else "cache not trusted (%s)" % why
-        return parse_entries(data, want), None
-    except Exception as exc:  # noqa: BLE001 - a cache is never worth an exception
-        return [], "cache unusable (%s)" % type(exc).__name__
-
-
-def entry_fresh(entry):
-    return all(stat_sig(path) == sig for path, sig in entry[2])
-
-
 # -- CUDAFIX_DEBUG ------------------------------------------------------------------------------
 
 def say(st, msg):
@@ -286,7 +205,7 @@ def explain(st):
     if st.error is not None:
         return say(st, "internal error, hook skipped: %s: %s" % (type(st.error).__name__, st.error))
     if st.entry is None:
-        entries, why = read_cache(st.cache_path, (st.fp,))
+        entries, why = cache.read_cache(st.cache_path, (st.fp,))
         if why is None:
             why = "no fresh cache entry"
         return say(st, "%s: the check runs now, at `import torch` (cache %s)" % (why, st.cache_path))
@@ -337,8 +256,8 @@ def check(finder=None):
             st.syspath = path_part(start_path if isinstance(start_path, list) else None)
             # the loader's variables as the loader used them (at exec), the rest as they are now
             st.fp = fingerprint(loader_environ(environ), st.syspath)
-            st.cache_path = os.path.join(cache_dir(sys.prefix, environ), CACHE_FILE)
-            st.entry = lookup(st.cache_path, st.fp)
+            st.cache_path = os.path.join(cache_dir(sys.prefix, environ), cache.CACHE_FILE)
+            st.entry = cache.lookup(st.cache_path, st.fp)
             if st.entry is not None:
                 apply_env(st, st.entry, environ)
     except Exception as exc:  # noqa: BLE001 - never break an interpreter
@@ -349,51 +268,6 @@ def check(finder=None):
         except Exception:  # noqa: BLE001
             pass
     return st
-
-
-def lookup(path, fp):
-    """The first fresh entry for fp in the cache file at path, or None (also for any cache that
-    is not trusted: cudafix.store.safefs's checks of the whole path, a regular file of ours
-    writable by nobody else, < MAX_CACHE_BYTES, whole).  Never raises, never blocks."""
-    try:
-        data, _ = safefs.read_private(path, MAX_CACHE_BYTES)
-        if data is not None:
-            return find_entry(data, fp)
-    except Exception:  # noqa: BLE001 - a cache is never worth an exception: then none
-        pass
-    return None
-
-
-# find_entry(): in a cache file's bytes, the first entry (file order: newest first) naming fp as
-# its fingerprint or its post-correction one whose files are unchanged, or None; ValueError when
-# the file is not whole or a candidate malformed.  Fingerprints ('%x.%x.%x') occur on E lines
-# only (other fields are hex or '-'), so bytes.find jumps to the candidates; only those entries
-# are parsed (parse_entries parses the whole file; tests keep the two equal).
-def find_entry(data, fp, size=None):
-    end = len(data) - 5  # the NL before END
-    if end < len(MAGIC) or data[:len(MAGIC) + 1] != MAGIC + b"\n" or data[end:] != b"\nEND\n" or size is not None and len(data) > size:
-        raise ValueError("not a whole cudafix hook cache")
-    key = b" " + fp.encode("ascii")
-    i = data.find(key)
-    while i >= 0:
-        stop = data.find(b"\n", i)
-        f = data[data.rfind(b"\n", 0, i) + 1:stop].split(b" ")
-        if len(f) == 3 and f[0] == b"E" and key[1:] in f:
-            e = [f[1].decode("ascii"), f[2].decode("ascii"), [], [], [], []]
-            nxt = data.find(b"\nE ", stop, end)
-            for line in data[stop + 1:end if nxt < 0 else nxt].split(b"\n") if stop < end and nxt != stop else ():
-                f = line.split(b" ")
-                if _ARITY.get(f[0]) != len(f) or f[0] == b"W" and f[2] not in (b"0", b"1"):
-                    raise ValueError("bad record")
-                rec = []
-                for x in f[1:]:
-                    rec.append(None if x == b"-" else x == b"1" if len(rec) == 1 and f[0] == b"W"
-                               else bytes.fromhex(x.decode("ascii")).decode("utf-8", "surrogateescape"))
-                e[b"SOPW".index(f[0]) + 2].append(tuple(rec))
-            if entry_fresh(e):
-                return e
-        i = data.find(key, stop)
-    return None
 
 
 def apply_env(st, entry, environ):  # the entry's in-process corrections that the policy allows
@@ -426,39 +300,6 @@ def apply_op(environ, op, name, value):  # == cudafix.model.fixes.EnvOp.apply
                 del environ[name]
     else:
         raise ValueError("unknown op %r" % (op,))
-
-
-class Entry(list):
-    """A cache entry: the list [fp, post_fp, stats, ops, preloads, warns] the hook parses."""
-
-    def __init__(self, fp, post_fp, stats=(), ops=(), preloads=(), warns=()):
-        super().__init__([fp, post_fp, list(stats), list(ops), list(preloads), list(warns)])
-
-    fp = property(lambda self: self[0])
-    post_fp = property(lambda self: self[1])
-    stats = property(lambda self: self[2])  # [(path, stat sig)]
-    ops = property(lambda self: self[3])  # [(rule, op, name, value)]
-    preloads = property(lambda self: self[4])  # [(rule, soname, path)]
-    warns = property(lambda self: self[5])  # [(rule, quiet if fixed, line if fixed, line if not)]
-
-
-def _enc(value):
-    if value is None:
-        return "-"
-    return value.encode("utf-8", "surrogateescape").hex()
-
-
-def dump_entries(entries):
-    """The cache file's bytes (format: see _cudafix_startup)."""
-    out = [MAGIC.decode("ascii")]
-    for fp, post_fp, stats, ops, preloads, warns in entries:
-        out.append("E %s %s" % (fp, post_fp))
-        out.extend("S %s %s" % (_enc(p), _enc(s)) for p, s in stats)
-        out.extend("O %s %s %s %s" % tuple(_enc(x) for x in op) for op in ops)
-        out.extend("P %s %s %s" % tuple(_enc(x) for x in p) for p in preloads)
-        out.extend("W %s %d %s %s" % (_enc(r), 1 if q else 0, _enc(a), _enc(b)) for r, q, a, b in warns)
-    out.append("END")
-    return ("\n".join(out) + "\n").encode("ascii")
 
 
 def is_import(frame):
@@ -581,7 +422,7 @@ def at_torch_import(st):
     entry = st.entry
     if entry is None:
         try:
-            from cudafix.plans import hook as hookplan
+            from cudafix.hook import plan as hookplan
         except Exception as exc:  # noqa: BLE001 - a broken install: say nothing unless asked
             say(st, "cudafix package not importable (%s): nothing checked" % type(exc).__name__)
             return

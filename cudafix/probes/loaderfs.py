@@ -66,7 +66,7 @@ class RecordingFileSystem(FileSystem):
     recording = True
 
     def __init__(self) -> None:
-        self.sigs: Dict[str, Optional[str]] = {}
+        self.sigs: Dict[str, Optional[List[int]]] = {}
         self.dangling: Set[str] = set()  # absent but present as a symlink: its target may appear
         self.cwd: Optional[str] = None
         # what elf.default_lib_token() reads to expand $LIB (the machine is in the cache key)
@@ -74,7 +74,7 @@ class RecordingFileSystem(FileSystem):
         for p in (["/lib/" + triplet] if triplet else []) + ["/etc/debian_version"]:
             self.sig(p)
 
-    def sig(self, path: str) -> Optional[str]:
+    def sig(self, path: str) -> Optional[List[int]]:
         path = os.fspath(path)
         if path in self.sigs:
             return self.sigs[path]
@@ -89,7 +89,7 @@ class RecordingFileSystem(FileSystem):
                 d = os.path.dirname(d)
         return sig
 
-    def _stat(self, path: str) -> Optional[str]:
+    def _stat(self, path: str) -> Optional[List[int]]:
         sig = self.sigs[path] = cachefile.stat_sig(path)
         if sig is None and os.path.lexists(path):
             self.dangling.add(path)
@@ -104,11 +104,11 @@ class RecordingFileSystem(FileSystem):
 
     def isfile(self, path: str) -> bool:
         sig = self.sig(path)
-        return sig is not None and stat.S_ISREG(cachefile.sig_mode(sig))
+        return sig is not None and stat.S_ISREG(sig[0])
 
     def isdir(self, path: str) -> bool:
         sig = self.sig(path)
-        return sig is not None and stat.S_ISDIR(cachefile.sig_mode(sig))
+        return sig is not None and stat.S_ISDIR(sig[0])
 
     def realpath(self, path: str) -> str:
         self.sig(path)

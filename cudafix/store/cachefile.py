@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the hook reads its cache through this module at `import torch`
+    from typing import Any, Dict
 
 from cudafix.store import safefs
-from cudafix.store.safefs import sig_mode, stat_sig  # noqa: F401  the one stat signature (also the hook cache's)
+from cudafix.store.safefs import stat_sig  # noqa: F401  the one stat signature (also the hook cache's)
 
 MAX_BYTES = 8 << 20
 RACY_NS = 2_000_000_000  # inputs modified this recently are not trusted to show a later change
@@ -51,24 +54,35 @@ def racy(sigs: Any, started_ns: int) -> bool:
     return False
 
 
+def parse(raw: bytes, version: int) -> Dict[str, Any]:
+    """The entries of a cache file's bytes: ``{"version": version, "entries": {key: entry}}``.
+    ValueError when it is not that (corrupt, truncated, another version)."""
+    data = json.loads(raw.decode("utf-8"))
+    if not isinstance(data, dict) or data.get("version") != version or not isinstance(data.get("entries"), dict):
+        raise ValueError("not a cudafix cache of version %r" % (version,))
+    return data["entries"]
+
+
+def dump(version: int, entries: Dict[str, Any]) -> bytes:
+    """The bytes of a cache file (the one format of every cudafix cache; :func:`parse` reads it)."""
+    return json.dumps({"version": version, "entries": entries}, separators=(",", ":")).encode("ascii")
+
+
 def load(cache_dir: str, filename: str, version: int) -> Dict[str, Any]:
     """The entries of ``cache_dir/filename``, or {} for a missing, foreign, corrupt or old file."""
     raw, _ = safefs.read_private(os.path.join(cache_dir, filename), MAX_BYTES)
     if raw is None:
         return {}
     try:
-        data = json.loads(raw.decode("utf-8"))
+        return parse(raw, version)
     except (ValueError, UnicodeDecodeError):
         return {}
-    if not isinstance(data, dict) or data.get("version") != version or not isinstance(data.get("entries"), dict):
-        return {}
-    return data["entries"]
 
 
-def store(cache_dir: str, filename: str, version: int, entries: Dict[str, Any]) -> None:
-    """Write ``entries`` atomically; errors are swallowed (a cache only saves time)."""
+def store(cache_dir: str, filename: str, version: int, entries: Dict[str, Any]) -> bool:
+    """Write ``entries`` atomically; False (nothing else) when it cannot be: a cache only saves time."""
     try:
-        data = json.dumps({"version": version, "entries": entries}).encode("utf-8")
+        data = dump(version, entries)
     except (TypeError, ValueError):
-        return
-    safefs.write_private(os.path.join(cache_dir, filename), data)
+        return False
+    return safefs.write_private(os.path.join(cache_dir, filename), data)

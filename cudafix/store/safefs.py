@@ -209,28 +209,20 @@ def write_private(path, data, mode=0o600):
 
 
 def stat_sig(path):
-    """What a re-stat compares to tell a file unchanged: 'mode:dev:ino:size:mtime_ns:ctime_ns'
+    """What a re-stat compares to tell a file unchanged: [mode, dev, ino, size, mtime_ns, ctime_ns]
     (following links), None when ``path`` cannot be stat'ed.  The one signature of every cache."""
     try:
         st = os.stat(path)
     except (OSError, ValueError):
         return None
-    return "%o:%d:%d:%d:%d:%d" % (st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-
-
-def sig_mode(sig):
-    """The st_mode of a :func:`stat_sig` (0 for a malformed one)."""
-    try:
-        return int(sig.split(":", 1)[0], 8)
-    except (AttributeError, ValueError):
-        return 0
+    return [st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
 def sig_mtime_ns(sig):
     """The mtime_ns of a :func:`stat_sig` (None for None or a malformed one)."""
     try:
-        return int(sig.split(":")[4])
-    except (AttributeError, IndexError, ValueError):
+        return int(sig[4])
+    except (TypeError, IndexError, ValueError):
         return None
 
 
@@ -278,7 +270,8 @@ def preload_refusal(path, ld_library_path, owners=()):
     if why is not None:
         return why
     real_dir = os.path.dirname(os.path.realpath(path))
-    for entry in (ld_library_path or "").replace(";", ":").split(":"):
+    # (glibc ignores an unset or empty LD_LIBRARY_PATH: no entry, not the current directory)
+    for entry in ld_library_path.replace(";", ":").split(":") if ld_library_path else ():
         if not entry.startswith("/") and os.path.realpath(entry or ".") == real_dir:
             return "%s is the current directory or relative (LD_LIBRARY_PATH entry %r)" % (real_dir, entry)
     return None

@@ -25,8 +25,9 @@ import sys
 import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from cudafix.hook import cache as hookcache
 from cudafix.hook import runtime as hookenv
-from cudafix.hook.runtime import CudafixWarning  # noqa: F401  (re-exported: cudafix.plans.hook.CudafixWarning)
+from cudafix.hook.runtime import CudafixWarning  # noqa: F401  (re-exported: cudafix.hook.plan.CudafixWarning)
 from cudafix.model.findings import BUILD, RUNTIME, Finding
 from cudafix.store import safefs
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
@@ -81,7 +82,7 @@ def warning_lines(f: Finding, ops, preloads) -> Tuple[bool, str, str]:
 
 
 def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath_part: Sequence[str],
-                stats: Sequence[Tuple[str, str]] = (), machine: Optional[Sequence[str]] = None) -> hookenv.Entry:
+                stats: Sequence[Tuple[str, str]] = (), machine: Optional[Sequence[str]] = None) -> hookcache.Entry:
     """The cache entry (plan + fingerprints) for these findings in this environment."""
     ops: List[Tuple[str, str, str, Optional[str]]] = []
     preloads: List[Tuple[str, str, str]] = []
@@ -107,7 +108,7 @@ def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath
         except Exception:  # noqa: BLE001 - the same op fails the same way in the hook
             pass
     post_fp = hookenv.fingerprint(after, syspath_part, machine)
-    return hookenv.Entry(fp, post_fp, stats=stats, ops=ops, preloads=preloads, warns=warns)
+    return hookcache.Entry(fp, post_fp, stats=stats, ops=ops, preloads=preloads, warns=warns)
 
 
 def depends_on(snapshot, preloads: Sequence[Tuple[str, str, str]] = ()) -> List[Tuple[str, str]]:
@@ -127,7 +128,7 @@ def depends_on(snapshot, preloads: Sequence[Tuple[str, str, str]] = ()) -> List[
     for p in paths:
         if p not in seen:
             seen.add(p)
-            out.append((p, hookenv.stat_sig(p)))
+            out.append((p, safefs.stat_sig(p)))
     return out
 
 
@@ -142,7 +143,7 @@ def snapshot_for_hook(environ: Mapping[str, str]):
 
 
 def compute(environ: Optional[Mapping[str, str]] = None, syspath_part: Optional[Sequence[str]] = None,
-            snapshot=None) -> hookenv.Entry:
+            snapshot=None) -> hookcache.Entry:
     """Probe, run the rules, and build the entry for the current interpreter."""
     from cudafix import rules
 
@@ -168,12 +169,12 @@ def write_entry(cache_path: str, entry: list) -> bool:
     output (an entry of a racing writer may be lost, never mixed).  False when the cache path
     fails cudafix.store.safefs's checks or is not writable: then nothing is cached and nothing fails.
     """
-    old, _ = hookenv.read_cache(cache_path)
+    old, _ = hookcache.read_cache(cache_path)
     entries = [entry] + [e for e in old if e[0] != entry[0]][: MAX_ENTRIES - 1]
-    return safefs.write_private(cache_path, hookenv.dump_entries(entries))
+    return safefs.write_private(cache_path, hookcache.dump_entries(entries))
 
 
-def cold(st) -> Optional[hookenv.Entry]:
+def cold(st) -> Optional[hookcache.Entry]:
     """Called by the hook at ``import torch`` when the cache had no fresh entry."""
     t0 = time.perf_counter()
     entry = compute(hookenv.loader_environ(os.environ), st.syspath)
@@ -185,7 +186,7 @@ def cold(st) -> Optional[hookenv.Entry]:
     return entry
 
 
-def refresh(environ: Optional[Mapping[str, str]] = None, snapshot=None) -> Tuple[Optional[str], hookenv.Entry]:
+def refresh(environ: Optional[Mapping[str, str]] = None, snapshot=None) -> Tuple[Optional[str], hookcache.Entry]:
     """Recompute and cache the entry for this interpreter now (``cudafix status``, activation).
 
     Uses the sys.path part of the hook's check when it ran in this process (the start's sys.path,
@@ -198,5 +199,5 @@ def refresh(environ: Optional[Mapping[str, str]] = None, snapshot=None) -> Tuple
     syspath_part = (st.syspath if st is not None and st.syspath
                     else hookenv.path_part(start_path if isinstance(start_path, list) else None))
     entry = compute(environ, syspath_part, snapshot=snapshot)
-    path = os.path.join(hookenv.cache_dir(sys.prefix, environ), hookenv.CACHE_FILE)
+    path = os.path.join(hookenv.cache_dir(sys.prefix, environ), hookcache.CACHE_FILE)
     return (path if write_entry(path, entry) else None), entry
