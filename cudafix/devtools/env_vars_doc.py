@@ -31,7 +31,7 @@ Readers:
 
 **Managed** variables are the only ones an activation may set or unset and a deactivation may
 restore; their names are compiled into the activate.d / deactivate.d scripts
-(docs/security-activation.md).
+(docs/security.md).
 """
 
 

@@ -12,10 +12,10 @@ nothing beyond the stdlib (json for the cache) and cudafix.store."""
 import os
 import sys
 
+from cudafix import __version__ as VERSION  # the one copy (the package is imported already)
 from cudafix.hook import cache
 from cudafix.store import paths, safefs
 
-VERSION = "0.1.0"  # == cudafix.__version__ (tests/test_startup_cache.py checks)
 WARNED_VAR = "CUDAFIX_WARNED"  # rule ids already warned about in this process tree
 LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")  # never changed in-process (docs/hook.md)
 

@@ -13,7 +13,7 @@ One row per variable.  Everything else derives from this table:
 - ``cudafix.render.shells.MANAGED``: the rows with ``managed=True``, the only variables an
   activation may set or unset and a deactivation may restore.  The names are compiled into the
   shell scripts (activate.d/, deactivate.d/), so a parent environment cannot make a deactivation
-  touch any other variable (docs/security-activation.md).
+  touch any other variable (docs/security.md).
 
 docs/env-vars.md is generated from this table (``python -m cudafix.devtools.env_vars_doc``).
 """

@@ -36,7 +36,7 @@ NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # The only variables activation may set / unset and deactivation may restore: the table's managed
 # rows (cudafix/knowledge/env_vars.py).  The restore code has this list compiled in and never takes
 # a name from the environment, so a parent environment's _CUDAFIX_VARS cannot make it touch PATH,
-# LD_PRELOAD, a read-only variable (UID, EUID) or anything else (docs/security-activation.md).
+# LD_PRELOAD, a read-only variable (UID, EUID) or anything else (docs/security.md).
 MANAGED = env_vars.MANAGED
 
 # Format of the cache files: the static activate scripts only accept a cache of this format.

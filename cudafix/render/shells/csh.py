@@ -32,7 +32,7 @@ def quote(s: str) -> str:
 
 
 RESTORE = r"""# restore what a previous cudafix activation changed (a value the user changed is kept); only
-# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
+# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security.md)
 if ( $?_CUDAFIX_VARS ) then
   foreach _cudafix_n ( @MANAGED@ )
     if ( " $_CUDAFIX_VARS:q " !~ *" $_cudafix_n "* ) continue

@@ -23,7 +23,7 @@ def quote(s: str) -> str:
 
 
 RESTORE = r"""# restore what a previous cudafix activation changed (a value the user changed is kept); only
-# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
+# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security.md)
 if set -q _CUDAFIX_VARS
     for _cudafix_n in @MANAGED@
         string match -q -- "* $_cudafix_n *" " $_CUDAFIX_VARS "; or continue

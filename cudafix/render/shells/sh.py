@@ -24,7 +24,7 @@ def _state_expr(name: str) -> str:
 
 
 RESTORE = r"""# restore what a previous cudafix activation changed (a value the user changed is kept); only
-# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
+# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security.md)
 if [ -n "${_CUDAFIX_VARS+s}" ]; then
   for _cudafix_n in @MANAGED@; do
     case " $_CUDAFIX_VARS " in
