@@ -60,7 +60,14 @@ def _py(venv: str) -> str:
 
 
 NO_HW = "no PCI function of vendor 0x10de"
-_JUDGED = "(CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|CUDA_LAUNCH_BLOCKING|CUDA_MODULE_(DATA_)?LOADING|CUDA_CACHE_[A-Z]+|PYTORCH_CUDA_ALLOC_CONF)"
+_JUDGED = "(CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|CUDA_LAUNCH_BLOCKING|CUDA_MODULE_(DATA_)?LOADING|CUDA_CACHE_[A-Z]+|PYTORCH_CUDA_ALLOC_CONF|NCCL_(SOCKET_IFNAME|IB_HCA|P2P_DISABLE|SHM_DISABLE|IB_DISABLE|DEBUG))"
+# binutils' readelf over every shared object of the venv outside torch/ and nvidia/ (what the
+# extension rules judge): device code (.nv_fatbin), the CUDA runtime it needs, torch linkage
+_EXT_SCAN = ("site=$(%s -c 'import sysconfig; print(sysconfig.get_paths()[\"purelib\"])'); "
+             "find \"$site\" -name '*.so*' -type f -not -path '*/torch/*' -not -path '*/nvidia/*' | while read -r f; do "
+             "readelf -S \"$f\" 2>/dev/null | grep -q nv_fatbin && echo \"device code: $f\"; "
+             "readelf -d \"$f\" 2>/dev/null | grep -q 'NEEDED.*libcudart' && echo \"cudart: $f\"; "
+             "readelf -d \"$f\" 2>/dev/null | grep -qE 'NEEDED.*(libc10|libtorch)' && echo \"torch-linked: $f\"; done; echo scanned")
 _TORCH_Q = "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available())"
 _MAPS_Q = ("import torch, re; m = sorted({l.split()[-1] for l in open('/proc/self/maps') if '.so' in l}); "
            "c = [p for p in m if re.search(r'/lib(cudart|cublas|cudnn|nvJitLink|cusparse|nccl|cufft|curand|cusolver)', p)]; "
@@ -109,6 +116,21 @@ TRUTHS: Tuple[Truth, ...] = (
           "building a CUDA extension with the nvcc 13.0 on PATH fails against torch's CUDA 12.4"),
     Truth("py38-notorch", "%s -c 'import torch' 2>&1 | tail -1" % _py("py38"), ("No module named 'torch'",),
           "no torch in this env: nothing torch-related to judge"),
+    Truth("ext-cu", _EXT_SCAN % _py("torch-cu"), ("^scanned$",),
+          "no shared object outside torch and the nvidia wheels carries device code, needs libcudart or links torch",
+          reject=("device code:", "cudart:", "torch-linked:")),
+    Truth("ext-cpu", _EXT_SCAN % _py("torch-cpu"), ("^scanned$",),
+          "no shared object outside torch carries device code, needs libcudart or links torch",
+          reject=("device code:", "cudart:", "torch-linked:")),
+    Truth("ext-251", _EXT_SCAN % _py("torch-251"), ("^scanned$", "torch-linked: .*/functorch/_C"),
+          "outside torch and the nvidia wheels: no device code, no libcudart; one module links torch (functorch/_C)",
+          reject=("device code:", "cudart:")),
+    Truth("ext-251-import", "%s -c 'import torch, functorch._C; print(\"functorch._C imports\")'" % _py("torch-251"),
+          ("^functorch\\._C imports$",), "the torch-linked module imports: every torch symbol it needs is there"),
+    Truth("ext-py38", _EXT_SCAN % _py("py38"), ("^scanned$",), "no shared object carries device code or links torch",
+          reject=("device code:", "cudart:", "torch-linked:")),
+    Truth("h200-noext", "grep -c '\"extensions\"' {H200}/snapshot.json || true", ("^0$",),
+          "the recording predates the extension scan: nothing to judge the extension rules on"),
     # What-if rows: no command on this machine can show what another driver would do; the truth is
     # NVIDIA's documentation (the same rows cudafix's tables cite).
     Truth("doc-hopper-r520", "", (), "Hopper (sm_90) is first supported by CUDA 11.8, whose minimum Linux driver is 520.61.05: an R470 driver cannot drive an H100",
@@ -153,12 +175,15 @@ RULE_FACTS: Dict[str, Tuple[str, ...]] = {
     "cuda-home-mismatch": ("build",), "cuda-home-missing": ("build",),
     "cuda-visible-devices-hides-all": ("env",), "cuda-visible-devices-invalid": ("env",), "device-order": ("env", "hw"),
     "launch-blocking": ("env",), "module-loading-eager": ("env",),
+    "nccl-shadowed": ("libs",), "nccl-interface-missing": ("env",), "nccl-slow-path": ("env",), "nccl-debug-verbose": ("env",),
+    "ext-arch-unsupported": ("ext",), "ext-ptx-jit": ("ext",), "ext-cuda-major": ("ext",), "ext-torch-symbols": ("ext", "ext-torch"),
 }
 
 _CU = (("hw", ("hw",)), ("torch", ("cu-torch",)), ("libs", ("cu-maps",)), ("wheels", ("cu-wheels",)), ("env", ("env",)),
-       ("build", ("nvcc", "cu-torch")), ("arch", ("hw",)))
+       ("build", ("nvcc", "cu-torch")), ("arch", ("hw",)), ("ext", ("ext-cu",)), ("ext-torch", ("ext-cu",)))
 _WHATIF_H200 = (("hw", ("cu-arch",)), ("torch", ("cu-torch",)), ("libs", ("cu-maps",)), ("wheels", ("cu-wheels",)), ("env", ("env",)),
-                ("build", ("nvcc", "cu-torch")), ("arch", ("cu-arch",)), ("driver-doc", ("doc-580-cuda13",)))
+                ("build", ("nvcc", "cu-torch")), ("arch", ("cu-arch",)), ("driver-doc", ("doc-580-cuda13",)),
+                ("ext", ("ext-cu",)), ("ext-torch", ("ext-cu",)))
 
 
 def _with(base, **over):
@@ -173,11 +198,11 @@ CASES: Tuple[Case, ...] = (
     Case("cpu", "torch 2.13.0+cpu on this CPU-only machine",
          ("--python", _py("torch-cpu")), truths=(("hw", ("hw",)), ("torch", ("cpu-torch",)), ("libs", ("cpu-torch",)),
                                                ("wheels", ("cpu-wheels",)), ("env", ("env",)), ("build", ("cpu-torch",)),
-                                               ("arch", ("cpu-torch",))), healthy=True),
+                                               ("arch", ("cpu-torch",)), ("ext", ("ext-cpu",)), ("ext-torch", ("ext-cpu",))), healthy=True),
     Case("t251", "torch 2.5.1+cu124 on this CPU-only machine, the real CUDA 13.0 toolkit's nvcc on PATH",
          ("--python", _py("torch-251")), expected=(("no-driver", "note"), ("cuda-home-mismatch", "error")),
          truths=(("hw", ("hw",)), ("torch", ("t251-torch",)), ("libs", ("t251-maps",)), ("wheels", ("t251-wheels",)), ("env", ("env",)),
-                 ("build", ("nvcc", "t251-build")), ("arch", ("hw",)))),
+                 ("build", ("nvcc", "t251-build")), ("arch", ("hw",)), ("ext", ("ext-251",)), ("ext-torch", ("ext-251", "ext-251-import")))),
     Case("cu-home-ok", "torch-cu with CUDA_HOME=/usr/local/cuda-13.0 (the real toolkit, torch's CUDA)",
          ("--python", _py("torch-cu")), env=(("CUDA_HOME", "/usr/local/cuda-13.0"),), expected=(("no-driver", "note"),),
          truths=_with(_CU, build=("cu-home-ok",), env=("cu-home-ok",)), healthy=True),
@@ -198,15 +223,37 @@ CASES: Tuple[Case, ...] = (
          ("--python", _py("py38"), "--assume-driver", "470.57.02", "--assume-gpu", "NVIDIA H100"),
          expected=(("driver-gpu-unsupported", "error"),),
          truths=(("hw", ("doc-hopper-r520",)), ("driver-doc", ("doc-hopper-r520",)), ("torch", ("py38-notorch",)), ("libs", ("py38-notorch",)),
-                 ("wheels", ("py38-notorch",)), ("env", ("env",)), ("build", ("py38-notorch",)), ("arch", ("py38-notorch",)))),
+                 ("wheels", ("py38-notorch",)), ("env", ("env",)), ("build", ("py38-notorch",)), ("arch", ("py38-notorch",)),
+                 ("ext", ("ext-py38",)), ("ext-torch", ("ext-py38", "py38-notorch")))),
     Case("h200", "the snapshot recorded on the H200 device machine (driver 580.159.04, torch 2.11.0+cu130; `--from %s/snapshot.json`)" % H200,
          ("--from", H200 + "/snapshot.json"),
+         expected=tuple((r, "unknown") for r in ("ext-arch-unsupported", "ext-ptx-jit", "ext-cuda-major", "ext-torch-symbols")),
          truths=(("hw", ("h200-smi",)), ("driver-doc", ("h200-smi",)), ("torch", ("h200-torch",)), ("libs", ("h200-maps",)),
-                 ("wheels", ("h200-maps",)), ("env", ("h200-env",)), ("build", ("h200-build", "h200-torch")), ("arch", ("h200-elf",))), healthy=True),
+                 ("wheels", ("h200-maps",)), ("env", ("h200-env",)), ("build", ("h200-build", "h200-torch")), ("arch", ("h200-elf",)),
+                 ("ext", ("h200-noext",)), ("ext-torch", ("h200-noext",))), healthy=True),
 )
 
-ALLOC_PLACEHOLDER = ("| allocator keys (`alloc-conf-invalid`) x torch 1.10 .. 2.14 | *placeholder: engineer allocconf's table "
-                     "(strings tried x torch version x torch's own parser x cudafix) goes here* | | |")
+def alloc_rows() -> str:
+    """The allocator-key proof, summarised from docs/alloc-conf.md (generated from a real run of
+    torch's own parsers by cudafix/devtools/alloc_conf_proof.py; tests/test_alloc_conf_real.py
+    re-runs it): each cell is "torch's verdict / cudafix's verdict"."""
+    path = os.path.join(REPO, "docs", "alloc-conf.md")
+    with open(path, encoding="utf-8") as fh:
+        lines = [ln for ln in fh.read().splitlines() if ln.startswith("| `")]
+    same = uncertain = differ = 0
+    for ln in lines:
+        for cell in ln.strip("|").split("|")[1:]:
+            torch_v, _, ours = cell.strip().partition(" / ")
+            ours = ours.split(" (")[0].strip()
+            if ours == "uncertain":
+                uncertain += 1
+            elif ours == torch_v.strip():
+                same += 1
+            else:
+                differ += 1
+    return ("| allocator keys (`alloc-conf-invalid`): %d strings x torch 1.10.2, 2.0.1, 2.5.1, 2.13.0 (CPU), 2.14.1 "
+            "| torch's own parser vs cudafix: %d equal, %d uncertain (cudafix says \"may be rejected\" and repairs nothing), "
+            "%d different | docs/alloc-conf.md | `tests/test_alloc_conf_real.py` |" % (len(lines), same, uncertain, differ))
 
 
 def _sub(text: str) -> str:
@@ -336,9 +383,9 @@ def render(results: Dict[str, Dict[str, str]], truths: Dict[str, TruthResult]) -
         "",
         "## Allocator configuration",
         "",
-        "| what | rows | | |",
+        "| what | result | where | re-run by |",
         "| --- | --- | --- | --- |",
-        ALLOC_PLACEHOLDER,
+        alloc_rows(),
         "",
         "## Cases",
     ]
