@@ -3,7 +3,7 @@
 # builtins only.  Cold path: the env's own python computes, caches, and writes the code to a
 # private file, which is sourced (csh cannot eval multi-line code).
 # restore what a previous cudafix activation changed (a value the user changed is kept); only
-# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
+# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security.md)
 if ( $?_CUDAFIX_VARS ) then
   foreach _cudafix_n ( LD_LIBRARY_PATH CUDA_HOME CUDA_CACHE_DISABLE CUDA_CACHE_MAXSIZE PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF )
     if ( " $_CUDAFIX_VARS:q " !~ *" $_cudafix_n "* ) continue

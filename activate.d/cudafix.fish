@@ -2,7 +2,7 @@
 # docs/activation.md explains it.  Fast path: a fresh per-user cache decided with
 # builtins only.  Cold path: the env's own python computes and caches.
 # restore what a previous cudafix activation changed (a value the user changed is kept); only
-# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
+# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security.md)
 if set -q _CUDAFIX_VARS
     for _cudafix_n in LD_LIBRARY_PATH CUDA_HOME CUDA_CACHE_DISABLE CUDA_CACHE_MAXSIZE PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF
         string match -q -- "* $_cudafix_n *" " $_CUDAFIX_VARS "; or continue

@@ -2,7 +2,7 @@
 # cudafix/render/shells/sh.py; docs/activation.md explains it.
 # shellcheck shell=sh
 # restore what a previous cudafix activation changed (a value the user changed is kept); only
-# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security-activation.md)
+# the variables cudafix manages, whatever _CUDAFIX_VARS lists (docs/security.md)
 if [ -n "${_CUDAFIX_VARS+s}" ]; then
   for _cudafix_n in LD_LIBRARY_PATH CUDA_HOME CUDA_CACHE_DISABLE CUDA_CACHE_MAXSIZE PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF; do
     case " $_CUDAFIX_VARS " in

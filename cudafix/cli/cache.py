@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
 import sys
 from typing import List, Optional
 
@@ -19,12 +18,15 @@ import click
 
 
 def _ours(path: str) -> bool:
-    """A real directory (not a link) that this user owns: the only kind removed whole."""
+    """A real directory (not a link) of this user that nobody else can write: the only kind
+    removed whole (the one trust check, cudafix/store/safefs.py)."""
+    from cudafix.store import safefs
+
     try:
         st = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid()
+    return safefs.trusted(st, os.getuid(), True)
 
 
 def clear_env(prefix: str) -> List[str]:

@@ -55,10 +55,13 @@ def render(registry: Optional[Sequence] = None) -> str:
         lines.append("**Evidence used.** %s" % r.evidence_used)
         lines.append("")
         scope = getattr(r, "scope", "runtime")
-        lines.append("**Needs** the probes %s (when one failed the verdict is unknown); **scope** %s." % (
-            ", ".join("`%s`" % n for n in getattr(r, "needs", ())) or "(none declared)",
-            "build: reported by activation, `status` and `check`, never by the startup hook" if scope == "build"
-            else "runtime: its errors and warnings reach the startup hook at `import torch`"))
+        if r.id.startswith("fleet-"):
+            lines.append("**Judged** across nodes by `cudafix fleet` (docs/fleet.md), never on one snapshot.")
+        else:
+            lines.append("**Needs** the probes %s (when one failed the verdict is unknown); **scope** %s." % (
+                ", ".join("`%s`" % n for n in getattr(r, "needs", ())) or "(none declared)",
+                "build: reported by activation, `status` and `check`, never by the startup hook" if scope == "build"
+                else "runtime: its errors and warnings reach the startup hook at `import torch`"))
         lines.append("")
         lines.append("**Fix.** %s" % r.fix_text)
         lines.append("")
