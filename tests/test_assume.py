@@ -49,7 +49,10 @@ def test_unknown_branch_is_unknown_not_guessed():
 
 
 @pytest.mark.parametrize("cvd,visible", [
-    ("", []), ("1", [1]), ("1,0", [1, 0]), ("0,5,1", [0]), ("-1", []), ("0,0", [0]), ("x,0", []),
+    ("", []), ("1", [1]), ("1,0", [1, 0]), ("0,5,1", [0]), ("-1", []), ("x,0", []),
+    # a duplicate entry: NVIDIA documents no meaning, so the one parser (model/visible_devices.py)
+    # calls it undecidable, for probed and assumed GPUs alike
+    ("0,0", None),
 ])
 def test_cuda_visible_devices(cvd, visible):
     n = assume.apply(_snap({"CUDA_VISIBLE_DEVICES": cvd}), None, ["H100", "H100"])

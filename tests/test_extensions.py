@@ -22,6 +22,7 @@ import pytest
 from cudafix.model.snapshot import GPU, Snapshot
 from cudafix.probes import elfsym
 from cudafix.probes import extensions as pext
+from cudafix.hook import warm as warmrun
 from cudafix.plans import warm
 from tests import extbuild
 from tests.conftest import REPO, VENVS
@@ -329,7 +330,7 @@ def test_warm_child_failure_is_never_recorded_as_warm(ext_cu, tmp_path):
                                                cudart="13", cudart_linkage="shared", torch_linked=True)]
     (t,) = warm.plan(snap)
     env = dict(os.environ, CUDA_CACHE_PATH=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
-    res = warm.run_child(str(_venv("torch-cu")), t, snap, env, timeout=300)
+    res = warmrun.run_child(str(_venv("torch-cu")), t, snap, env, timeout=300)
     assert res["ok"] is False and res["error"]
     assert res["steps"][0]["step"] == "import torch"  # the child loaded torch, then the module
     assert any(s.get("step") == "dlopen" for s in res["steps"])
@@ -337,11 +338,11 @@ def test_warm_child_failure_is_never_recorded_as_warm(ext_cu, tmp_path):
 
 def test_background_start_once_logged(tmp_path, plain_modules):
     snap = _h200_snap([plain_modules["multi-plain"]])
-    assert warm.start_background(snap, ["arch-unsupported"], {}, str(tmp_path)) is None  # no JIT finding
-    assert warm.start_background(snap, ["ext-ptx-jit"], {}, str(tmp_path)) is None  # nothing warmable
+    assert warmrun.start_background(snap, ["arch-unsupported"], {}, str(tmp_path)) is None  # no JIT finding
+    assert warmrun.start_background(snap, ["ext-ptx-jit"], {}, str(tmp_path)) is None  # nothing warmable
     snap.extensions.modules[0].sass = []  # compute_90 PTX only now: needs JIT, warmable (shared runtime)
     env = dict(os.environ, PYTHONPATH=str(REPO), XDG_CACHE_HOME=str(tmp_path / "xdg"))
-    log = warm.start_background(snap, ["ext-ptx-jit"], env, str(tmp_path))
+    log = warmrun.start_background(snap, ["ext-ptx-jit"], env, str(tmp_path))
     assert log == str(tmp_path / warm.LOG_FILE)
     import time
 
@@ -415,7 +416,7 @@ def test_activation_starts_warm_with_the_environment_the_shell_will_have(monkeyp
     from cudafix.render.shells import Plan
 
     calls = []
-    monkeypatch.setattr(warm, "start_background", lambda snap, rules_, env, cache_dir, python=None: calls.append((rules_, env)))
+    monkeypatch.setattr(warmrun, "start_background", lambda snap, rules_, env, cache_dir, python=None: calls.append((rules_, env)))
     snap = Snapshot()
     plan = Plan(changes=(("CUDA_CACHE_MAXSIZE", "4294967296"), ("CUDA_HOME", None)))
     env = {"CUDA_HOME": "/x", "HOME": "/h"}
@@ -449,9 +450,9 @@ def test_conda_env_lib_and_site_packages_owned_by_conda_records(plain_modules, t
 
 
 def test_warm_lock_is_exclusive_across_processes(tmp_path):
-    held = warm.take_lock(str(tmp_path))
+    held = warmrun.take_lock(str(tmp_path))
     assert held is not None
-    code = "import sys; sys.path.insert(0, %r); from cudafix.plans import warm; print(warm.take_lock(%r) is None)" % (str(REPO), str(tmp_path))
+    code = "import sys; sys.path.insert(0, %r); from cudafix.hook import warm; print(warm.take_lock(%r) is None)" % (str(REPO), str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "True", out.stderr
     held.close()

@@ -74,6 +74,9 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         emit("\n".join([head] + plan_lines(plan)) + "\n")
     if not apply_:
         sys.exit(EXIT_OK)
+    if plan.nothing_to_do:  # before any refusal: nothing to run is done, whatever the snapshot
+        emit("nothing to run\n")
+        sys.exit(EXIT_OK)
     why = _refusal(plan, snap, opts)
     if why:
         click.echo("cudafix: fix: refused: %s" % why, err=True)

@@ -1,4 +1,4 @@
-"""`cudafix shell` and `cudafix hooks`: commands of the activation area; see cudafix/cli.py.
+"""`cudafix shell` and `cudafix hooks`: commands of the activation area; see cudafix/cli/__init__.py.
 
   cudafix shell --shell bash --activate     code for eval: apply the safe corrections
   cudafix shell --shell fish --deactivate   code for eval: restore what activation changed

@@ -1,4 +1,4 @@
-"""`cudafix warm`: fill the driver's JIT cache for this env's PTX-only code (cudafix/plans/warm.py)."""
+"""`cudafix warm`: fill the driver's JIT cache for this env's PTX-only code (cudafix/plans/warm.py, run by cudafix/hook/warm.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ def warm_cmd(status_only: bool, background: bool) -> None:
     """Compile the PTX this env's GPUs need (torch and extension modules) into the driver's JIT
     cache, in a child process, before the program's first run."""
     from cudafix import probes
+    from cudafix.hook import warm as warm_run
     from cudafix.plans import warm
     from cudafix.store import paths
 
@@ -40,7 +41,7 @@ def warm_cmd(status_only: bool, background: bool) -> None:
             os.nice(10)
         except OSError:
             pass
-        lock = warm.take_lock(cache_dir)
+        lock = warm_run.take_lock(cache_dir)
         if lock is None:
             click.echo("%s cudafix warm: another warm holds %s; nothing done" % (time.strftime("%Y-%m-%dT%H:%M:%S"), warm.LOCK_FILE))
             return
@@ -75,7 +76,7 @@ def warm_cmd(status_only: bool, background: bool) -> None:
         click.echo("%sGPU%d %s (CC %s): compiling %s" % (
             time.strftime("%Y-%m-%dT%H:%M:%S ") if background else "", t.gpu.index, t.gpu.name, t.cc, what))
         progress = (lambda f, e, s, a: _bar(sys.stderr, f, e, s, a)) if tty else None
-        result = warm.run_child(snap.python.executable or sys.executable, t, snap, env, progress=progress)
+        result = warm_run.run_child(snap.python.executable or sys.executable, t, snap, env, progress=progress)
         if tty:
             sys.stderr.write("\n")
         if result.get("ok"):

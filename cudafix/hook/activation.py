@@ -176,9 +176,9 @@ def write_private_dir(text: str, name: str) -> str:
 
 def _start_warm(snap, found, plan: Plan, env: Mapping[str, str]) -> None:
     """PTX JIT applies (arch-ptx-jit / ext-ptx-jit): compile it now, in the background, with the
-    environment the activated shell will have (cudafix/plans/warm.py).  Never fails activation."""
+    environment the activated shell will have (cudafix/hook/warm.py).  Never fails activation."""
     try:
-        from cudafix.plans import warm
+        from cudafix.hook import warm
         from cudafix.store import paths
 
         if not warm.should_start([f.rule for f in found]):

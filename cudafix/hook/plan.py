@@ -1,9 +1,9 @@
 """The startup hook's cold path: snapshot -> rules -> the in-process plan -> the per-env cache.
 
-_cudafix_startup (stdlib-only, runs in every interpreter) checks a fingerprint against the
-cache this module writes.  When the cache has no fresh entry, the hook calls :func:`cold` at
-``import torch`` -- not at interpreter start: interpreters that never import torch pay only the
-cache check, and torch's own import (seconds) dwarfs the recompute (docs/benchmarks.md).
+At ``import torch`` the hook's check (cudafix/hook/runtime.py) compares a fingerprint with the
+cache this module writes.  When the cache has no fresh entry, it calls :func:`cold` -- never at
+interpreter start: interpreters that never import torch pay only the finder's installation, and
+torch's own import (seconds) dwarfs the recompute (docs/benchmarks.md).
 ``cudafix status`` / activation may call :func:`refresh` to warm it ahead of time.
 
 The recompute never imports torch, never calls cuInit, never touches NVML and never loads

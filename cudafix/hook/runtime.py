@@ -225,8 +225,7 @@ def find_finder():
 
 def check(finder=None):
     """The check, once per process: policy, fingerprint, this env's cache entry, its in-process env
-    corrections.  Run by the finder at `import torch` (or by reading _cudafix_startup.state);
-    returns the state (this module's ``state``).  Never raises."""
+    corrections.  Run by the finder at `import torch`; returns the state (this module's ``state``).  Never raises."""
     global state
     st = state
     if st is not None:

@@ -10,9 +10,9 @@ it is uncertain and only reported.
 from __future__ import annotations
 
 import dataclasses
-import re
-from typing import Callable, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
+from cudafix.knowledge import alloc_syntax
 from cudafix.knowledge import (
     INFERRED,
     UNCONFIRMED,
@@ -25,81 +25,13 @@ S = (
 )
 
 
-def _is_int(v: str) -> bool:
-    return bool(re.match(r"^\d+$", v))
-
-
-def _bool(v: str) -> Optional[str]:
-    return None if v in ("True", "False") else "expected True or False (exactly)"
-
-
-def _int_min(minimum: int) -> Callable[[str], Optional[str]]:
-    def check(v: str) -> Optional[str]:
-        if not _is_int(v):
-            return "expected an integer number of MB"
-        if int(v) < minimum:
-            return "must be >= %d" % minimum
-        return None
-    return check
-
-
-def _power_of_two(v: str) -> bool:
-    return _is_int(v) and (int(v) == 0 or int(v) & (int(v) - 1) == 0)
-
-
-def _roundup(v: str) -> Optional[str]:
-    if v.startswith("["):
-        if not v.endswith("]"):
-            return "unterminated list"
-        for item in v[1:-1].split(","):
-            if not item.strip():
-                continue
-            if ":" not in item:
-                return "list items are SIZE:DIVISIONS"
-            size, div = (p.strip() for p in item.split(":", 1))
-            if size != ">" and not _is_int(size):
-                return "bad interval %r" % size
-            if not _power_of_two(div):
-                return "divisions %r is not a power of 2" % div
-        return None
-    return None if _power_of_two(v) else "expected a power of 2 (or a [SIZE:DIV,...] list)"
-
-
-def _gc(v: str) -> Optional[str]:
-    try:
-        f = float(v)
-    except ValueError:
-        return "expected a number in (0.0, 1.0)"
-    return None if 0.0 < f < 1.0 else "garbage_collection_threshold must be in (0.0, 1.0)"
-
-
-def _backend(v: str) -> Optional[str]:
-    return None if v in ("native", "cudaMallocAsync") else "options are native and cudaMallocAsync"
-
-
-def _float(v: str) -> Optional[str]:
-    try:
-        float(v)
-    except ValueError:
-        return "expected a number"
-    return None
-
-
-def _pos_int(v: str) -> Optional[str]:
-    return None if _is_int(v) and int(v) > 0 else "expected an integer > 0"
-
-
-def _p2(v: str) -> Optional[str]:
-    return None if _is_int(v) and int(v) > 0 and _power_of_two(v) else "expected a power of 2"
-
-
 @dataclasses.dataclass(frozen=True)
 class AllocKey:
-    """One PYTORCH_CUDA_ALLOC_CONF key: the torch versions that accept it and its value check."""
+    """One PYTORCH_CUDA_ALLOC_CONF key: the torch versions that accept it (its value rules are
+    knowledge/alloc_syntax.py's, the ones checked against torch's own parsers)."""
 
     name: str
     values: str  # for humans
-    validate: Callable[[str], Optional[str]]  # value -> None (ok) or why it is bad
     earliest: Optional[str]  # first release that can have it (None: unknown)
     latest: Optional[str]  # release from which it is believed present (None: unknown)
     source: str
@@ -109,34 +41,34 @@ class AllocKey:
 
 
 ALLOC_KEYS: Tuple[AllocKey, ...] = (
-    AllocKey("max_split_size_mb", "int MB >= 20", _int_min(20), "1.9", "1.10",
+    AllocKey("max_split_size_mb", "int MB >= 20", "1.9", "1.10",
              "PR #44742; AllocatorConfig.cpp parseMaxSplitSize; " + S, UNCONFIRMED),
-    AllocKey("roundup_power2_divisions", "power of 2, or [SIZE:DIV,...,>:DIV] (2.0+)", _roundup, "1.12", "1.12",
+    AllocKey("roundup_power2_divisions", "power of 2, or [SIZE:DIV,...,>:DIV] (2.0+)", "1.12", "1.12",
              "PR #74213 (list form PR #87290 -> 2.0); " + S, INFERRED),
-    AllocKey("garbage_collection_threshold", "float in (0.0, 1.0)", _gc, "1.12", "1.12",
+    AllocKey("garbage_collection_threshold", "float in (0.0, 1.0)", "1.12", "1.12",
              "PR #74261; " + S, INFERRED),
-    AllocKey("roundup_bypass_threshold_mb", "int MB", _int_min(0), "2.0", "2.0",
+    AllocKey("roundup_bypass_threshold_mb", "int MB", "2.0", "2.0",
              "PR #85940; absent from pytorch@01f9ef32 / @065861fb key lists; " + S, INFERRED,
              removed_earliest="2.1", removed_latest="2.9"),
-    AllocKey("backend", "native | cudaMallocAsync", _backend, "2.0", "2.0",
+    AllocKey("backend", "native | cudaMallocAsync", "2.0", "2.0",
              "PR #82682; pytorch@01f9ef32 c10/cuda/CUDAAllocatorConfig.cpp; " + S, INFERRED),
-    AllocKey("expandable_segments", "True | False", _bool, "2.1", "2.1",
+    AllocKey("expandable_segments", "True | False", "2.1", "2.1",
              "PR #96995; 2.0.x 'Unrecognized CachingAllocator option: expandable_segments' (user reports); " + S, INFERRED),
-    AllocKey("release_lock_on_cudamalloc", "True | False", _bool, "2.2", "2.3",
+    AllocKey("release_lock_on_cudamalloc", "True | False", "2.2", "2.3",
              "PR #108367 (opened after the 2.1 cut); " + S, INFERRED),
-    AllocKey("pinned_use_cuda_host_register", "True | False", _bool, "2.2", "2.3",
+    AllocKey("pinned_use_cuda_host_register", "True | False", "2.2", "2.3",
              "PR #108488; " + S, INFERRED),
-    AllocKey("pinned_num_register_threads", "power of 2", _p2, "2.2", "2.3",
+    AllocKey("pinned_num_register_threads", "power of 2", "2.2", "2.3",
              "PR #108488; " + S, INFERRED),
-    AllocKey("pinned_use_background_threads", "True | False", _bool, "2.5", "2.6",
+    AllocKey("pinned_use_background_threads", "True | False", "2.5", "2.6",
              "PR #135524 (2024-09-09); " + S, INFERRED),
-    AllocKey("max_non_split_rounding_mb", "int MB >= 20", _int_min(20), "2.5", "2.6",
+    AllocKey("max_non_split_rounding_mb", "int MB >= 20", "2.5", "2.6",
              "PR #136174 (2024-09-16); " + S, INFERRED),
-    AllocKey("per_process_memory_fraction", "float", _float, "2.9", "2.10",
+    AllocKey("per_process_memory_fraction", "float", "2.9", "2.10",
              "PR #161035 (opened 2025-08-20); " + S, INFERRED),
-    AllocKey("graph_capture_record_stream_reuse", "True | False", _bool, None, None,
+    AllocKey("graph_capture_record_stream_reuse", "True | False", None, None,
              "present in pytorch@01f9ef32 CUDAAllocatorConfig.cpp (>= 2.9 era); " + S, UNCONFIRMED),
-    AllocKey("pinned_reserve_segment_size_mb", "int > 0", _pos_int, None, None,
+    AllocKey("pinned_reserve_segment_size_mb", "int > 0", None, None,
              "present in pytorch@01f9ef32 CUDAAllocatorConfig.cpp (>= 2.9 era); " + S, UNCONFIRMED),
 )
 
@@ -171,43 +103,30 @@ def error_text(key: str, torch_version: str) -> str:
     return "Unrecognized CachingAllocator option: %s" % key
 
 
-def split_conf(value: str) -> List[Tuple[str, Optional[str]]]:
-    """"a:1,b:[x:1,>:2]" -> [("a", "1"), ("b", "[x:1,>:2]")]; spaces dropped like torch's lexer."""
-    text = re.sub(r"\s+", "", value or "")
-    items: List[str] = []
-    depth, cur = 0, ""
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth = max(0, depth - 1)
-        if ch == "," and depth == 0:
-            items.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    items.append(cur)
-    out: List[Tuple[str, Optional[str]]] = []
-    for item in items:
-        if not item:
-            continue
-        if ":" in item:
-            k, v = item.split(":", 1)
-            out.append((k, v))
-        else:
-            out.append((item, None))
-    return out
+def split_conf(value: str, torch_version: Optional[str] = None) -> List[Tuple[str, Optional[str]]]:
+    """(key, value) items as that torch's parser splits them (knowledge/alloc_syntax.py; the
+    tokenizer's rules when the version is not given): "a:1,b:[x:1,>:2]" -> [("a", "1"), ("b", "[x:1,>:2]")]."""
+    parser = parser_for(torch_version) if torch_version else "tokenizer"
+    return [(it.key, it.value) for it in alloc_syntax.split_items(value or "", parser)]
 
 
 def _v(s: Optional[str]) -> Tuple[int, ...]:
     return major_minor(s) if s else ()
 
 
+def parser_for(torch_version: str) -> str:
+    """The parser generation of a torch release (knowledge/alloc_syntax.py): regex before 2.0,
+    the lexer from 2.0 to 2.8, the tokenizer from 2.9 (the probe reads it from the libraries;
+    this is the fallback for a snapshot without that scan)."""
+    tv = major_minor(torch_version)
+    return "regex" if tv < (2, 0) else "lexer" if tv < (2, 9) else "tokenizer"
+
+
 def check_alloc_conf(value: str, torch_version: str) -> List[Problem]:
     """Problems this torch has with a PYTORCH_CUDA_ALLOC_CONF value (empty list: fine)."""
     tv = major_minor(torch_version)
     problems: List[Problem] = []
-    for key, val in split_conf(value):
+    for key, val in split_conf(value, torch_version):
         spec = _KEYS.get(key)
         if spec is None:
             certain = tv <= _v(KEYS_COMPLETE_UNTIL)
@@ -234,9 +153,8 @@ def check_alloc_conf(value: str, torch_version: str) -> List[Problem]:
         if val is None or val == "":
             problems.append(Problem(key, MALFORMED, "%s has no value (expected %s:<%s>)" % (key, key, spec.values), True, spec.source))
             continue
-        why = spec.validate(val)
-        if why is None and key == "roundup_power2_divisions" and val.startswith("[") and tv < (2, 0):
-            why = "the [SIZE:DIV,...] list form needs torch 2.0+"
+        check = alloc_syntax.VALUES.get(key)
+        why = check(val, parser_for(torch_version), None) if check is not None else None
         if why:
             problems.append(Problem(key, BAD_VALUE, "%s:%s is invalid: %s" % (key, val, why), True, spec.source))
     return problems
@@ -252,7 +170,7 @@ def repair(value: str, torch_version: str) -> Optional[str]:
             if p.certain and p.kind in (UNKNOWN_KEY, NOT_YET, REMOVED)}
     if not drop:
         return None
-    kept = [(k, v) for k, v in split_conf(value) if k not in drop]
+    kept = [(k, v) for k, v in split_conf(value, torch_version) if k not in drop]
     return ",".join(k if v is None else "%s:%s" % (k, v) for k, v in kept)
 
 

@@ -75,10 +75,8 @@ class Candidate:
 
 
 def _public(source: str) -> str:
-    """A row's source as users read it: the public references only (the team's research-note
-    pointers stay in the table for maintainers)."""
-    parts = [p.strip() for p in source.split(";") if p.strip() and not p.strip().startswith("shared/")]
-    return "; ".join(parts) or "cudafix's release table"
+    """A row's source as users read it."""
+    return source.strip() or "cudafix's release table"
 
 
 def driver_mode(variant_cuda: str, driver_cuda: Optional[int], driver_version: Optional[str]) -> Optional[str]:

@@ -5,11 +5,11 @@ CUDAFIX_ASSUME_DRIVER / CUDAFIX_ASSUME_GPU), like conda's CONDA_OVERRIDE_CUDA fo
 from __future__ import annotations
 
 import copy
-import re
 from typing import List, Mapping, Optional, Sequence, Tuple
 
 from cudafix.knowledge import cuda_driver
 from cudafix.knowledge.gpus import parse_gpu_spec
+from cudafix.model.visible_devices import resolve_visible
 from cudafix.model.snapshot import GPU, Snapshot
 
 VIA_DRIVER = "assumed (--assume-driver)"
@@ -43,26 +43,16 @@ def parse_gpus(specs: Sequence[str]) -> List[Tuple[Optional[str], str]]:
 
 
 def visible_indices(env: Mapping[str, str], count: int) -> Tuple[Optional[List[int]], Optional[str]]:
-    """CUDA's view of CUDA_VISIBLE_DEVICES for ``count`` GPUs without UUIDs (https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html).
-
-    Returns (indices, None), or (None, why) when it cannot be decided (UUID/MIG entries).
-    Unset = all; '' = none; parsing stops at the first invalid entry.
-    """
-    if "CUDA_VISIBLE_DEVICES" not in env:
-        return list(range(count)), None
-    out: List[int] = []
-    for item in env["CUDA_VISIBLE_DEVICES"].split(","):
-        item = item.strip()
-        if re.match(r"^-?\d+$", item):
-            i = int(item)
-            if i < 0 or i >= count or i in out:
-                break
-            out.append(i)
-        elif item.upper().startswith(("GPU-", "MIG-")):
-            return None, "CUDA_VISIBLE_DEVICES names UUIDs, which assumed GPUs do not have"
-        else:
-            break
-    return out, None
+    """CUDA's view of CUDA_VISIBLE_DEVICES for ``count`` assumed GPUs (no UUIDs, PCI order): the
+    one parser of cudafix/model/visible_devices.py.  (indices, None), or (None, why)."""
+    gpus = [GPU(index=i, name="assumed") for i in range(count)]
+    res = resolve_visible(gpus, env.get("CUDA_VISIBLE_DEVICES"))
+    if res.indices is None:
+        why = res.reason
+        if any(e.strip().upper().startswith(("GPU-", "MIG-")) for e in (env.get("CUDA_VISIBLE_DEVICES") or "").split(",")):
+            why = "CUDA_VISIBLE_DEVICES names UUIDs, which assumed GPUs do not have"
+        return None, why
+    return list(res.indices), None
 
 
 def apply(snapshot: Snapshot, driver: Optional[str], gpus: Sequence[str]) -> Snapshot:

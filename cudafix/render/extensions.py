@@ -58,7 +58,7 @@ def _runtime(mods: Sequence[ExtensionModule]) -> str:
 
 
 def render(out, snap: Snapshot, runs: Sequence[RuleRun], verbose: bool) -> None:
-    """Append the section to ``out`` (cudafix.render.report.Out)."""
+    """Append the section to ``out`` (cudafix.render.text.Out)."""
     info = snap.extensions
     if not info.scanned:
         return

@@ -302,7 +302,7 @@ def check_alloc_conf(snap: Snapshot) -> Iterable[Outcome]:
             fix = Fix(summary="use %s (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), scope="both")
         else:
             drop = {p.key for p in certain}
-            kept = [(k, v) for k, v in alloc_conf.split_conf(value) if k not in drop]
+            kept = [(k, v) for k, v in alloc_conf.split_conf(value, tv) if k not in drop]
             text = ",".join(k if v is None else "%s:%s" % (k, v) for k, v in kept)
             cmd = "unset %s" % name if not text else "export %s=%s" % (name, shlex.quote(text))
             fix = Fix(summary="fix or remove: %s" % ", ".join(p.key for p in (certain or probs)), commands=(cmd,) if certain else ())

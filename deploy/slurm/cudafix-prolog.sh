@@ -17,13 +17,13 @@ conf=${CUDAFIX_PROLOG_ENV:-/etc/cudafix/prolog.env}
 if [ -f "$conf" ]; then
     owner=$(stat -c %u "$conf" 2>/dev/null)
     if [ "$owner" != 0 ]; then
-        echo "cudafix-prolog: $conf is not owned by root: not sourced" >&2
-        exit 0
+        echo "cudafix-prolog: $conf is not owned by root: not sourced; checking with the defaults" >&2
+    else
+        set -a
+        # shellcheck disable=SC1090
+        . "$conf"
+        set +a
     fi
-    set -a
-    # shellcheck disable=SC1090
-    . "$conf"
-    set +a
 fi
 py=${CUDAFIX_PYTHON:-python3}
 node=${SLURMD_NODENAME:-$(hostname)}

@@ -1,0 +1,146 @@
+"""`cudafix warm` at run time: the child that fills the driver's JIT cache, the detached background
+job activation starts, and its lock.  What to warm, and the state, are cudafix/plans/warm.py's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, Mapping, Optional, Sequence
+
+from cudafix.model.snapshot import Snapshot
+from cudafix.plans.warm import (
+    LOCK_FILE,
+    LOG_FILE,
+    WarmTarget,
+    cache_path,
+    dir_bytes,
+    is_warm,
+    child_env,
+    child_spec,
+    load_state,
+    plan,
+    should_start,
+    state_key,
+)
+
+CHILD = r"""
+import ctypes, json, os, sys, time
+spec = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+def say(**kw):
+    sys.stdout.write(json.dumps(kw) + "\n"); sys.stdout.flush()
+if spec["import_torch"]:
+    import torch  # torch loads its libraries as the program does
+    say(step="import torch", t=time.perf_counter() - t0)
+for p in spec["libs"]:
+    try:
+        ctypes.CDLL(p, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+        say(step="dlopen", path=p, t=time.perf_counter() - t0)
+    except OSError as exc:
+        say(step="dlopen-failed", path=p, error=str(exc))
+rc = {}
+for soname in spec["cudarts"]:
+    try:
+        rt = ctypes.CDLL(soname)
+    except OSError as exc:
+        rc[soname] = "cannot load: %s" % exc
+        continue
+    t1 = time.perf_counter()
+    rc[soname] = rt.cudaFree(ctypes.c_void_p(0))
+    say(step="cudaFree", soname=soname, rc=rc[soname], seconds=time.perf_counter() - t1)
+say(step="done", rc=rc, seconds=time.perf_counter() - t0)
+"""
+
+
+def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str, str], progress=None,
+              timeout: float = 3600.0) -> Dict[str, object]:
+    """Warm one target in a child; ``progress(fraction, elapsed, estimate, cache_added)`` is
+    called a few times a second (fraction and estimate None when the PTX size is not known).  Returns the child's last report plus measured numbers."""
+    spec = child_spec(target, snap)
+    cenv = child_env(target, env)
+    cpath = cache_path(cenv)
+    before = dir_bytes(cpath)
+    est = max(target.estimate_s(), 0.5) if target.size_known else None
+    start = time.monotonic()
+    # Files, not pipes: a child that writes a lot (torch's warnings) never blocks on a full pipe
+    # while we poll it.
+    with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+        proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=fout, stderr=ferr,
+                                stdin=subprocess.DEVNULL, env=cenv)
+        try:
+            while proc.poll() is None:
+                el = time.monotonic() - start
+                if el > timeout:
+                    proc.kill()
+                    break
+                if progress is not None:
+                    progress(min(el / est, 0.99) if est else None, el, est, dir_bytes(cpath) - before)
+                time.sleep(0.25)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        fout.seek(0)
+        ferr.seek(0)
+        out, err = fout.read(), ferr.read()
+    el = time.monotonic() - start
+    steps = []
+    for line in out.decode("utf-8", "replace").splitlines():
+        try:
+            steps.append(json.loads(line))
+        except ValueError:
+            continue
+    done = steps[-1] if steps and steps[-1].get("step") == "done" else None
+    ok = proc.returncode == 0 and done is not None and all(v == 0 for v in (done.get("rc") or {}).values()) and bool(done.get("rc"))
+    failed = [s for s in steps if s.get("step") == "dlopen-failed"]
+    result: Dict[str, object] = {"ok": ok and not failed, "seconds": round(el, 3), "cache_added": dir_bytes(cpath) - before,
+                                 "cache_path": cpath, "steps": steps, "rc": proc.returncode}
+    if not ok:
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        result["error"] = lines[-1] if lines else "child exited with %s" % proc.returncode
+    if failed:
+        result["error"] = "; ".join("%s: %s" % (os.path.basename(s["path"]), s.get("error")) for s in failed)
+    if progress is not None:
+        progress(1.0, el, est, result["cache_added"])
+    return result
+
+
+def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[str, str], cache_dir: str,
+                     python: Optional[str] = None) -> Optional[str]:
+    """Start `cudafix warm --background` detached and niced when PTX JIT applies and some target
+    is not warm yet for this env + GPU arch + driver.  Returns the log path, or None (nothing to do)."""
+    if not should_start(finding_rules) or env.get("CUDAFIX_NO_WARM"):
+        return None
+    targets = plan(snap)
+    state = load_state(cache_dir)
+    cold = [t for t in targets if not all(is_warm(state, state_key(snap, t.cc, env), t, env).get(m.path) for m in t.modules if m.warmable)]
+    if not cold or not any(m.warmable for t in cold for m in t.modules):
+        return None
+    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+    log = os.path.join(cache_dir, LOG_FILE)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        subprocess.Popen([python or sys.executable, "-m", "cudafix", "warm", "--background"], stdin=subprocess.DEVNULL,
+                         stdout=fd, stderr=fd, env=dict(env), start_new_session=True, close_fds=True)
+    finally:
+        os.close(fd)
+    return log
+
+
+def take_lock(cache_dir: str):
+    """An exclusive, non-blocking lock on the env's warm.lock; None when another warm runs."""
+    import fcntl
+
+    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
+    fh = open(os.path.join(cache_dir, LOCK_FILE), "a")
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
