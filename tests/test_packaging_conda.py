@@ -14,6 +14,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import tarfile
@@ -38,7 +39,20 @@ RECIPE = REPO / "recipe" / "recipe.yaml"  # conda-forge's
 LOCAL_RECIPE = REPO / "recipe" / "local" / "recipe.yaml"  # the offline local build
 # conda-forge's python_min comes from its global pinning; any value renders the recipe here
 CF_VARIANT = {"python_min": ["3.10"]}
-RUN_DEPENDS = ["python >=3.8", "click >=7", "packaging >=20", "nvidia-ml-py >=11"]
+
+
+def pip_run_depends() -> list:
+    """The conda run dependencies the pip metadata implies (setup.cfg: python_requires and
+    install_requires, "name>=v" written conda's way, "name >=v"): the recipes must say the same."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(str(REPO / "setup.cfg"))
+    reqs = [r.strip() for r in cfg["options"]["install_requires"].splitlines() if r.strip()]
+    return ["python " + cfg["options"]["python_requires"]] + [re.sub(r"^([A-Za-z0-9_.-]+)\s*", r"\1 ", r) for r in reqs]
+
+
+RUN_DEPENDS = pip_run_depends()
 
 
 def read_conda(path: pathlib.Path) -> dict:
