@@ -22,6 +22,8 @@ import subprocess
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from cudafix.devtools.docfile import write_or_check
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENVS = os.environ.get("CUDAFIX_TEST_VENVS") or os.path.join(os.path.expanduser("~"), ".cache", "cudafix-venvs")
 H200 = "tests/fixtures/h200"
@@ -417,19 +419,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     text, problems = generate()
     for p in problems:
         print("accuracy: %s" % p, file=sys.stderr)
-    if args.check:
-        try:
-            with open(args.output, encoding="utf-8") as fh:
-                current = fh.read()
-        except OSError:
-            current = None
-        if current != text:
-            print("%s is out of date: run python -m cudafix.devtools.accuracy" % args.output, file=sys.stderr)
-            return 1
-        return 1 if problems else 0
-    with open(args.output, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    return 1 if problems else 0
+    stale = write_or_check(args.output, text, args.check, "python -m cudafix.devtools.accuracy")
+    return 1 if stale or problems else 0
 
 
 if __name__ == "__main__":

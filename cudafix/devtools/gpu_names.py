@@ -25,6 +25,7 @@ import re
 import sys
 from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
+from cudafix.devtools.docfile import write_or_check
 from cudafix.knowledge.gpu_keys import name_key, name_keys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -221,16 +222,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("gpu_names: %s" % exc, file=sys.stderr)
         return 2
     text = render(sections, rows)
-    if args.check:
-        with open(OUTPUT, encoding="utf-8") as fh:
-            same = fh.read() == text
-        if not same:
-            print("gpu_names: %s is stale: run python -m cudafix.devtools.gpu_names" % OUTPUT, file=sys.stderr)
-        return 0 if same else 1
-    with open(OUTPUT, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    print("wrote %s: %d names" % (OUTPUT, len(rows)))
-    return 0
+    return write_or_check(OUTPUT, text, args.check, "python -m cudafix.devtools.gpu_names")
 
 
 if __name__ == "__main__":

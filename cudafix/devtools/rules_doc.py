@@ -9,9 +9,10 @@ tests/test_rules_doc.py fails when the committed file differs from what this pri
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import List, Optional, Sequence
+
+from cudafix.devtools.docfile import repo_path, write_or_check
 
 HEADER = """# cudafix rules
 
@@ -72,8 +73,7 @@ def render(registry: Optional[Sequence] = None) -> str:
 
 
 def default_path() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.join(os.path.dirname(os.path.dirname(here)), "docs", "rules.md")
+    return repo_path("docs", "rules.md")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -82,19 +82,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--output", default=default_path())
     args = ap.parse_args(argv)
     text = render()
-    if args.check:
-        try:
-            with open(args.output, encoding="utf-8") as fh:
-                current = fh.read()
-        except OSError:
-            current = None
-        if current != text:
-            print("%s is out of date: run python -m cudafix.devtools.rules_doc" % args.output, file=sys.stderr)
-            return 1
-        return 0
-    with open(args.output, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    return 0
+    return write_or_check(args.output, text, args.check, "python -m cudafix.devtools.rules_doc")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,34 @@
+"""Generated files: write them, or check that the committed copy is what the generator prints.
+
+One helper for every generator in cudafix/devtools (docs/rules.md, docs/env-vars.md,
+docs/accuracy.md, knowledge/gpu_names.py); each test of "the file is current" runs ``--check``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def repo_path(*parts: str) -> str:
+    return os.path.join(REPO, *parts)
+
+
+def write_or_check(path: str, text: str, check: bool, regenerate: str) -> int:
+    """``check``: 0 when ``path`` holds exactly ``text``, else 1 with one line naming
+    ``regenerate`` (the command that rewrites it).  Otherwise write ``text`` and return 0."""
+    if check:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                current = fh.read()
+        except OSError:
+            current = None
+        if current != text:
+            print("%s is out of date: run %s" % (path, regenerate), file=sys.stderr)
+            return 1
+        return 0
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return 0
