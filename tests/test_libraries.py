@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from cudafix.probes import ldcache, libraries
+from cudafix.probes import loadersim
 from tests import shadowing
 from tests.conftest import require, venv_site_packages
 
@@ -105,7 +106,7 @@ def test_simulation_equals_real_loader_torch_cu(torch_cu_python, torch_cu_dir, s
         assert r.resolved in maps, (r.soname, r.resolved)
     # and nothing CUDA is mapped that the simulation did not predict
     predicted = {r.resolved for r in needed}
-    real_cuda = {p for p in maps if libraries.is_cuda_soname(os.path.basename(p))}
+    real_cuda = {p for p in maps if loadersim.is_cuda_soname(os.path.basename(p))}
     assert real_cuda <= predicted, real_cuda - predicted
 
 
@@ -159,7 +160,7 @@ def test_dlopen_edges_are_in_the_real_binaries(torch_cu_dir):
     cuDNN names: the unversioned stem, which cuDNN completes with its major)."""
     res = {r.soname: r for r in libraries.probe_libraries(torch_cu_dir, base_env()).resolutions}
     checked = 0
-    for prefix, names in libraries.DLOPEN_EDGES:
+    for prefix, names in loadersim.DLOPEN_EDGES:
         caller = next((r.resolved for s, r in res.items() if s.startswith(prefix) and r.resolved), None)
         if caller is None and prefix == "libtorch_cuda.so":
             caller = os.path.join(torch_cu_dir, "lib", "libtorch_cuda.so")
@@ -234,7 +235,7 @@ def test_wrong_class_is_skipped_like_the_loader(tmp_path):
     require(cc.returncode == 0, "gcc cannot build 32-bit objects here: %s" % cc.stderr.strip()[-300:])
     subprocess.run([ld, "-m", "elf_i386", "-shared", "-soname", "libcufft.so.12", "-o", str(a / "libcufft.so.12"), str(obj32)], check=True)
     subprocess.run([gcc, "-shared", "-fPIC", "-Wl,-soname,libcufft.so.12", "-o", str(b / "libcufft.so.12"), str(src)], check=True)
-    sim = libraries.LoaderSim({"LD_LIBRARY_PATH": "%s:%s" % (a, b)})
+    sim = loadersim.LoaderSim({"LD_LIBRARY_PATH": "%s:%s" % (a, b)})
     path, _elf, via = sim.find("libcufft.so.12", None, sim._want())
     assert path == str(b / "libcufft.so.12") and via == "LD_LIBRARY_PATH"
 

@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 
+from cudafix.probes import packages
 from cudafix.probes import toolkits as tk
 from tests.conftest import FIXTURES, require, venv_site_packages
 
@@ -96,11 +97,11 @@ def test_conda_records_of_a_pytorch_channel_env(tmp_path):
 
 
 def test_short_channel():
-    assert tk.short_channel({"channel": "https://conda.anaconda.org/pytorch/linux-64"}) == "pytorch"
-    assert tk.short_channel({"channel": "https://repo.anaconda.com/pkgs/main/linux-64"}) == "pkgs/main"
-    assert tk.short_channel({"channel": "conda-forge"}) == "conda-forge"
-    assert tk.short_channel({"schannel": "nvidia", "channel": "x"}) == "nvidia"
-    assert tk.parse_conda_record_filename("pytorch-mutex-1.0-cuda.json") == ("pytorch-mutex", "1.0", "cuda")
+    assert packages.short_channel({"channel": "https://conda.anaconda.org/pytorch/linux-64"}) == "pytorch"
+    assert packages.short_channel({"channel": "https://repo.anaconda.com/pkgs/main/linux-64"}) == "pkgs/main"
+    assert packages.short_channel({"channel": "conda-forge"}) == "conda-forge"
+    assert packages.short_channel({"schannel": "nvidia", "channel": "x"}) == "nvidia"
+    assert packages.parse_conda_record_filename("pytorch-mutex-1.0-cuda.json") == ("pytorch-mutex", "1.0", "cuda")
 
 
 def test_nvidia_wheels_of_the_cu130_venv(torch_cu_python):

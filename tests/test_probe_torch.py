@@ -6,6 +6,7 @@ import pathlib
 import shutil
 
 
+from cudafix.probes import packages
 from cudafix.probes import torch_build as tb
 from tests.conftest import FIXTURES, venv_site_packages
 
@@ -68,9 +69,9 @@ def test_cuda_variant_helpers():
     assert tb.cuda_from_conda_build("cuda112py39h1234567_1") == "11.2"
     assert tb.cuda_from_conda_build("py38_cu113") == "11.3"
     assert tb.cuda_from_conda_build("py3.8_cpu_0") is None
-    assert tb.parse_dist_dirname("torch-1.10.0-py3.8.egg-info") == ("torch", "1.10.0")
-    assert tb.parse_dist_dirname("nvidia_cublas-13.1.1.3.dist-info") == ("nvidia-cublas", "13.1.1.3")
-    assert tb.parse_dist_dirname("garbage.dist-info") is None
+    assert packages.parse_dist_dirname("torch-1.10.0-py3.8.egg-info") == ("torch", "1.10.0")
+    assert packages.parse_dist_dirname("nvidia_cublas-13.1.1.3.dist-info") == ("nvidia-cublas", "13.1.1.3")
+    assert packages.parse_dist_dirname("garbage.dist-info") is None
 
 
 def make_conda_yolov9(tmp_path: pathlib.Path) -> pathlib.Path:

@@ -11,16 +11,7 @@ from typing import Dict, List, Optional, Tuple
 
 from cudafix.probes.host import join_root, read_text
 from cudafix.model.snapshot import GPU, GPUInfo
-from cudafix.model.visible_devices import (  # noqa: F401 (the probe's API before the move)
-    VisibleDevicesSpec,
-    VisibleEntry,
-    VisibleResult,
-    cuda_order,
-    pci_key,
-    parse_cuda_visible_devices,
-    resolve_visible,
-    visible_indices,
-)
+from cudafix.model.visible_devices import pci_key, resolve_visible
 
 
 # -- /proc/driver/nvidia/gpus/<bus>/information ------------------------------------------------

@@ -23,8 +23,7 @@ from cudafix.probes.elf import split_path_list
 from cudafix.probes.ldcache import LD_SO_CACHE  # noqa: F401 (tests: the file a recorded run depends on)
 from cudafix.probes.libversions import WheelRecords
 from cudafix.probes.loaderfs import REAL, FileSystem, RecordingFileSystem
-from cudafix.probes.loadersim import (  # noqa: F401 (DLOPEN_EDGES, LoaderSim, is_cuda_soname: public API)
-    DLOPEN_EDGES,
+from cudafix.probes.loadersim import (
     MAX_SEARCH_DIRS,
     LoaderSim,
     _Obj,

@@ -22,14 +22,12 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from cudafix.knowledge import cuda_packages
 from cudafix.probes import packages
 from cudafix.probes.host import describe_oserror, read_text
-from cudafix.probes.packages import _json_object, parse_conda_record, parse_conda_record_filename, short_channel  # noqa: F401
+from cudafix.probes.packages import _json_object
 from cudafix.model.snapshot import CondaPackage, PythonDist, Toolkit, ToolkitInfo
 
 NVCC_TIMEOUT_S = 10.0
 MAX_USR_LOCAL_ENTRIES = 256
 
-CONDA_NAMES = cuda_packages.CONDA_CUDA_RELATED_NAMES
-CONDA_PREFIXES = cuda_packages.CONDA_CUDA_RELATED_PREFIXES
 
 _CUDA_H_RE = re.compile(r"^\s*#\s*define\s+CUDA_VERSION\s+(\d+)\s*$", re.M)
 _VERSION_TXT_RE = re.compile(r"CUDA Version\s+(\d+\.\d+(?:\.\d+)*)")
@@ -73,12 +71,6 @@ def parse_nvcc_version(text: str) -> Optional[str]:
     return m.group(2) if m else None
 
 
-is_cuda_related_conda = cuda_packages.is_cuda_related_conda
-
-
-def read_conda_records(prefix: str, wanted=is_cuda_related_conda) -> Tuple[List[CondaPackage], Dict[str, str]]:
-    """CUDA-related records of ``<prefix>/conda-meta`` (only the wanted names are parsed)."""
-    return packages.read_conda_records(prefix, wanted)
 
 
 # -- I/O ----------------------------------------------------------------------------------------
@@ -309,7 +301,7 @@ def probe_toolkits(env: Optional[Mapping[str, str]] = None, prefix: Optional[str
     # conda packages of the env
     conda_nvcc = None
     if prefix and os.path.isdir(os.path.join(prefix, "conda-meta")):
-        pkgs, unk = read_conda_records(prefix)
+        pkgs, unk = packages.read_conda_records(prefix, cuda_packages.is_cuda_related_conda)
         info.conda_packages = pkgs
         info.found_via["conda_packages"] = os.path.join(prefix, "conda-meta")
         for k, v in unk.items():
@@ -377,6 +369,6 @@ def probe_toolkits(env: Optional[Mapping[str, str]] = None, prefix: Optional[str
 
 __all__ = [
     "parse_version_json", "parse_version_txt", "parse_cuda_h", "parse_nvcc_version",
-    "parse_conda_record", "parse_conda_record_filename", "read_conda_records", "read_toolkit",
+    "read_toolkit",
     "find_cuda_home", "probe_toolkits", "list_nvidia_wheels",
 ]

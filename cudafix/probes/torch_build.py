@@ -19,11 +19,10 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from cudafix.probes.host import read_text
-from cudafix.probes.packages import (  # noqa: F401 (DistDir, parse_dist_dirname: this module's API before)
+from cudafix.probes.packages import (
     DistDir,
     iter_dist_dirs,
     normalize_name,
-    parse_dist_dirname,
     path_locations,
     read_conda_records,
 )
