@@ -14,6 +14,7 @@ import pytest
 
 from cudafix.fleet import compare, render
 from cudafix.fleet.inputs import parse_stream
+from cudafix.fleet.model import hostlist
 from cudafix.knowledge import nccl as kn
 from cudafix.model.snapshot import Snapshot
 from cudafix.rules import nccl as rnccl
@@ -99,8 +100,8 @@ def test_cli_from_stdin_and_bad_usage(tmp_path):
 
 
 def test_hostlist():
-    assert compare.hostlist(["node0001", "node0002", "node0003", "node0005", "gpu7"]) == "node[0001-0003,0005], gpu7"
-    assert compare.hostlist(["a"]) == "a"
+    assert hostlist(["node0001", "node0002", "node0003", "node0005", "gpu7"]) == "node[0001-0003,0005], gpu7"
+    assert hostlist(["a"]) == "a"
 
 
 # -- NCCL's list syntax: the examples of NCCL's own documentation (knowledge/nccl.py ENV_DOC) --

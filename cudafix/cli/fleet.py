@@ -29,7 +29,7 @@ def fleet(sources: Tuple[str, ...], slurm: bool, ray_address: Optional[str], pyt
     2 cudafix could not judge every node (bad input, a node without a snapshot, engine failure).
     """
     from cudafix.fleet import compare, render
-    from cudafix.fleet.inputs import parse_stream, read_path
+    from cudafix.fleet.inputs import EngineError, parse_stream, read_path
 
     modes = sum(bool(x) for x in (sources, slurm, ray_address))
     if modes != 1:
@@ -52,7 +52,7 @@ def fleet(sources: Tuple[str, ...], slurm: bool, ray_address: Optional[str], pyt
             from cudafix.fleet import engine_ray
 
             docs, errors = engine_ray.gather(None if ray_address == "auto" else ray_address, timeout=timeout)
-    except RuntimeError as exc:  # engine errors: one line
+    except EngineError as exc:  # the engine could not be used: one line
         _fail(str(exc))
     if not docs and not errors:
         _fail("no snapshots found in %s" % ", ".join(sources) if sources else "the engine returned no snapshot")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 from typing import Dict, List, Sequence
 
+from cudafix.fleet.model import Aggregated, hostlist
 from cudafix.knowledge import nccl as kn
 from cudafix.model.findings import ERROR, Rule
 
@@ -46,8 +47,6 @@ def _differing(nodes: Sequence, fact: str) -> Dict[str, List[str]]:
 
 
 def run(nodes: Sequence) -> List:
-    from cudafix.fleet.compare import Aggregated, hostlist
-
     out = []
     for rid, facts in (("fleet-nccl-mismatch", ("NCCL",)), ("fleet-torch-mismatch", ("torch", "torch CUDA"))):
         for fact in facts:

@@ -12,11 +12,8 @@ import os
 import socket
 from typing import List, Optional, Tuple
 
-from cudafix.fleet.inputs import Document, InputError, parse_stream
+from cudafix.fleet.inputs import Document, EngineError, InputError, parse_stream
 
-
-class EngineError(RuntimeError):
-    """Ray could not be used at all (one line for the user)."""
 
 
 def snapshot_task(node_id: str) -> str:

@@ -15,11 +15,8 @@ import subprocess
 import tempfile
 from typing import List, Optional, Sequence, Tuple
 
-from cudafix.fleet.inputs import Document, InputError, read_path
+from cudafix.fleet.inputs import Document, EngineError, InputError, read_path
 
-
-class EngineError(RuntimeError):
-    """The engine could not be used at all (one line for the user)."""
 
 
 def srun_command(python: str, srun_args: Sequence[str], outdir: str) -> List[str]:

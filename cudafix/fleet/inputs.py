@@ -27,6 +27,10 @@ class Document:
     data: dict
 
 
+class EngineError(RuntimeError):
+    """A cluster engine (Slurm, Ray) could not be used at all: one line for the user."""
+
+
 @dataclasses.dataclass
 class InputError:
     source: str

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Dict, List
 
-from cudafix.fleet.compare import FleetReport, hostlist
+from cudafix.fleet.compare import FleetReport
+from cudafix.fleet.model import hostlist
 
 SCHEMA = "cudafix.fleet/1"
 MAX_OUTLIER_LINES = 50
