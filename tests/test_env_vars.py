@@ -8,7 +8,7 @@ import pathlib
 from cudafix.devtools import env_vars_doc
 from cudafix.hook import runtime
 from cudafix.knowledge import env_vars
-from cudafix.hook import activation
+from cudafix.plans import activation
 from cudafix.probes import environment
 from cudafix.render import shells
 

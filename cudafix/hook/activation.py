@@ -18,14 +18,11 @@ import sys
 import time
 from typing import List, Mapping, Optional, Sequence
 
-from cudafix.plans.activation import (  # noqa: F401 (the plan's names, used by the renderers' callers)
-    KEY_VARS,
-    Guard,
+from cudafix.plans.activation import (
     Plan,
     guard_for,
     plan_from_findings,
     restored_env,
-    watch_paths,
 )
 from cudafix.render import shells
 from cudafix.store.fsutil import atomic_write

@@ -1,18 +1,7 @@
 """Shell renderers: one module per shell family, each owning its ``quote()``.
 
-Every renderer turns the same data into code for its shell:
-
-- :class:`Plan` — the final value (or ``None``: unset) of each variable activation changes,
-  and the one summary line (or ``None``);
-- a cache guard — the variable values and file stamps the plan was computed from.
-
-and renders the same protocol (docs/activation.md):
-
-- activation exports, per managed variable NAME, ``_CUDAFIX_OLD_NAME`` (``u`` = was unset,
-  ``s:<value>`` = was set, possibly empty) and ``_CUDAFIX_NEW_NAME`` (what cudafix set, same
-  encoding), and ``_CUDAFIX_VARS`` (the names, space separated);
-- restoring (deactivation, and the first step of every activation) puts NAME back to its old
-  state only when it still holds what cudafix set; a value the user changed is kept.
+Every renderer turns the activation plan and its cache guard (cudafix/plans/activation.py, which
+also states the protocol the code implements; docs/activation.md) into code for its shell.
 
 Values are always quoted by the shell's own rules; a plan holds only :data:`MANAGED` names, and
 the restore code walks that fixed list (compiled in), using ``_CUDAFIX_VARS`` only to ask whether
