@@ -192,3 +192,19 @@ def test_an_older_nccl_on_ld_library_path_does_not_shadow_a_wheel_torch(torch_cu
     real, doc = _import_and_check(torch_cu_python, {"LD_LIBRARY_PATH": _old_nccl()})
     assert real.returncode == 0, real.stderr
     assert not [f for f in doc["findings"] if f["rule"] == "nccl-shadowed"]
+
+
+def test_distributed_findings_never_reach_the_import_hook():
+    """NCCL settings matter only to a process that runs collectives: `check` reports them, the
+    `import torch` hook of every other process stays silent about them (docs/hook.md)."""
+    from cudafix import rules
+    from cudafix.hook import plan as hookplan
+    from cudafix.model.findings import DISTRIBUTED
+
+    s = _snap(lambda d: d["env"].update(NCCL_SOCKET_IFNAME="ens", NCCL_P2P_DISABLE="1"))
+    found = rules.findings(rules.run(s))
+    nccl = [f for f in found if f.rule in ("nccl-interface-missing", "nccl-slow-path")]
+    assert sorted(f.rule for f in nccl) == ["nccl-interface-missing", "nccl-slow-path"]
+    assert all(f.scope == DISTRIBUTED for f in nccl)
+    assert not [w for w in hookplan.build_entry(found, {}, []).warns if w[0].startswith("nccl-")]
+

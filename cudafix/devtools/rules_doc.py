@@ -61,8 +61,10 @@ def render(registry: Optional[Sequence] = None) -> str:
         else:
             lines.append("**Needs** the probes %s (when one failed the verdict is unknown); **scope** %s." % (
                 ", ".join("`%s`" % n for n in getattr(r, "needs", ())) or "(none declared)",
-                "build: reported by activation, `status` and `check`, never by the startup hook" if scope == "build"
-                else "runtime: its errors and warnings reach the startup hook at `import torch`"))
+                {"build": "build: reported by activation, `status` and `check`, never by the startup hook",
+                 "distributed": "distributed: matters to processes that run NCCL collectives; reported by activation, "
+                                "`status`, `check` and `fleet`, never by the startup hook"}.get(
+                    scope, "runtime: its errors and warnings reach the startup hook at `import torch`")))
         lines.append("")
         lines.append("**Fix.** %s" % r.fix_text)
         lines.append("")

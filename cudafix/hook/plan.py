@@ -14,7 +14,7 @@ What an entry holds (a plan, applied by the hook, filtered at start by CUDAFIX_M
 - env corrections: the ops of *safe* (``auto``) fixes whose scope includes the process, on
   variables read after start (never LD_LIBRARY_PATH / LD_PRELOAD: the loader read them at exec);
 - preloads: the ``Preload`` entries of safe fixes, loaded by absolute path at ``import torch``;
-- warnings: one line per error/warning finding of a runtime-scoped rule (never build-time ones), in two forms (corrected here / not corrected);
+- warnings: one line per error/warning finding of a runtime-scoped rule (never build-time or distributed ones), in two forms (corrected here / not corrected);
   a finding repaired entirely by setting variables is quiet when corrected (docs/hook.md).
 """
 
@@ -28,7 +28,7 @@ from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 from cudafix.hook import cache as hookcache
 from cudafix.hook import runtime as hookenv
 from cudafix.hook.runtime import CudafixWarning  # noqa: F401  (re-exported: cudafix.hook.plan.CudafixWarning)
-from cudafix.model.findings import BUILD, RUNTIME, Finding
+from cudafix.model.findings import RUNTIME, Finding
 from cudafix.store import safefs
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
 
@@ -96,7 +96,7 @@ def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath
         preloads.extend(f_pre)
         # The hook speaks only about this process: build-time findings (a toolkit that does not
         # fit torch) matter for extension builds, so activation / status / check report them.
-        if f.severity in WARN_SEVERITIES and getattr(f, "scope", RUNTIME) != BUILD:
+        if f.severity in WARN_SEVERITIES and getattr(f, "scope", RUNTIME) == RUNTIME:
             quiet, fixed, unfixed = warning_lines(f, f_ops, f_pre)
             warns.append((f.rule, quiet, fixed, unfixed))
     machine = list(hookenv.machine_part() if machine is None else machine)

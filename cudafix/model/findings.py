@@ -19,10 +19,13 @@ SEVERITIES = (ERROR, WARNING, INFO)
 
 # What a rule's findings are about (docs/hook.md): RUNTIME problems break, hide or slow what a
 # process does after `import torch`, so the startup hook warns about them; BUILD problems matter
-# only when building CUDA extensions (activation, `status` and `check` show them, the hook never).
+# only when building CUDA extensions; DISTRIBUTED problems only to a process that runs NCCL
+# collectives (torch.distributed on GPUs).  Activation, `status`, `check` (and `fleet`) show both;
+# the hook never does: most processes that import torch build nothing and run no collective.
 RUNTIME = "runtime"
 BUILD = "build"
-SCOPES = (RUNTIME, BUILD)
+DISTRIBUTED = "distributed"
+SCOPES = (RUNTIME, BUILD, DISTRIBUTED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +50,7 @@ class Finding:
     evidence: Tuple[str, ...] = ()
     fix: Optional[Fix] = None
     subject: str = ""
-    scope: str = RUNTIME  # RUNTIME | BUILD: the rule's scope (BUILD findings never reach the hook)
+    scope: str = RUNTIME  # RUNTIME | BUILD | DISTRIBUTED: the rule's scope (only RUNTIME findings reach the hook)
 
     @property
     def auto(self) -> bool:
@@ -101,7 +104,7 @@ class Rule:
     # Names: driver, gpus, hardware, node, torch, torchvision, toolkits, libraries, extensions, jit_cache,
     # env, python.
     needs: Tuple[str, ...] = ()
-    scope: str = RUNTIME  # RUNTIME | BUILD (see SCOPES)
+    scope: str = RUNTIME  # RUNTIME | BUILD | DISTRIBUTED (see SCOPES)
 
 
 @dataclasses.dataclass

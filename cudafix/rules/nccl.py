@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable, List, Optional
 
 from cudafix.knowledge import nccl as kn
-from cudafix.model.findings import ERROR, INFO, WARNING, Outcome, Rule
+from cudafix.model.findings import DISTRIBUTED, ERROR, INFO, WARNING, Outcome, Rule
 from cudafix.model.fixes import UNSET, EnvOp, EnvPatch, Fix
 from cudafix.model.snapshot import Snapshot
 from cudafix.rules._util import ok, problem, unknown
@@ -140,6 +140,7 @@ RULES = (
         fix_text="set the variable to an interface that exists on every node (or a prefix that matches on each), or unset it and let NCCL choose.",
         sources=(kn.ENV_DOC,),
         needs=("env", "node"),
+        scope=DISTRIBUTED,
     ),
     Rule(
         id="nccl-slow-path",
@@ -152,6 +153,7 @@ RULES = (
         fix_text="unset the variable once the fault it worked around is fixed; activation does not remove it on its own.",
         sources=(kn.ENV_DOC,),
         needs=("env",),
+        scope=DISTRIBUTED,
     ),
     Rule(
         id="nccl-debug-verbose",
@@ -164,5 +166,6 @@ RULES = (
         fix_text="unset NCCL_DEBUG, or NCCL_DEBUG=WARN.",
         sources=(kn.ENV_DOC,),
         needs=("env",),
+        scope=DISTRIBUTED,
     ),
 )
