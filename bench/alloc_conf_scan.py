@@ -24,7 +24,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cudafix.devtools.alloc_conf_proof import torch_dir, venv_root  # noqa: E402
+from tools.alloc_conf_proof import torch_dir, venv_root  # noqa: E402
 from cudafix.knowledge.alloc_conf import KNOWN_NAMES  # noqa: E402
 from cudafix.probes.alloc_conf import read_alloc_keys  # noqa: E402
 

@@ -81,7 +81,7 @@ def warm(ext_path, cache):
     """`cudafix warm` for the env that has the extension on its path (the library API: the device's
     python may lack click); returns the plan and the child's measured result."""
     from cudafix import probes
-    from cudafix.hook import warm as w
+    from cudafix.warm import runtime as w
 
     env = dict(os.environ, CUDA_CACHE_PATH=cache, PYTHONPATH=os.path.dirname(ext_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     sys.path.insert(0, os.path.dirname(ext_path))

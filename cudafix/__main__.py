@@ -1,8 +1,8 @@
 import sys
 
 if __name__ == "__main__" and sys.argv[1:2] == ["shell"]:
-    # the activation cold path: skip importing click and every command (cudafix/hook/activation.py)
-    from cudafix.hook.activation import fast_main
+    # the activation cold path: skip importing click and every command (cudafix/activation/runtime.py)
+    from cudafix.activation.runtime import fast_main
 
     _rc = fast_main(sys.argv[1:])
     if _rc is not None:

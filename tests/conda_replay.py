@@ -12,7 +12,7 @@ A *fake conda prefix* is a ``--system-site-packages`` venv (so ``$PREFIX/bin/pyt
 env's own interpreter with sys.prefix == $PREFIX) with a ``conda-meta/`` directory, this
 checkout on a ``.pth``, and cudafix's scripts in ``etc/conda/{activate,deactivate}.d``.  Tests
 choose the findings its cold path sees by writing ``$PREFIX/cudafix-test-findings.json`` (read
-by a test-only module, ``_cudafix_test_inject``, which replaces ``cudafix.hook.activation.collect``);
+by a test-only module, ``_cudafix_test_inject``, which replaces ``cudafix.activation.runtime.collect``);
 every cold-path run appends a line to ``$PREFIX/cold-calls.log``.
 
 Environments are compared as the bytes ``env -0`` prints.
@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cudafix.render.shells import csh, fish, sh  # noqa: E402
+from cudafix.activation.shells import csh, fish, sh  # noqa: E402
 
 # shell name -> (argv prefix, family)
 SHELLS = {
@@ -48,7 +48,7 @@ INJECT = r'''
 import json, os, sys
 _F = os.path.join(sys.prefix, "cudafix-test-findings.json")
 if os.path.exists(_F):
-    import cudafix.hook.activation as _a
+    import cudafix.activation.runtime as _a
     from cudafix.model.findings import Finding as _Finding
 
     def _collect(env):

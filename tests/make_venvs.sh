@@ -58,7 +58,7 @@ fi
 # torch 1.10.2 (cu102, its CUDA runtime bundled; PyPI's cp38 wheel, ~0.9 GB) on the real Python 3.8,
 # and torch 2.0.1 (cu117) without its nvidia-* wheels except the CUDA runtime (~0.6 GB): the
 # allocator-config proof runs their own parsers through ctypes, without importing torch
-# (cudafix/devtools/alloc_conf_proof.py, docs/alloc-conf.md).
+# (tools/alloc_conf_proof.py, docs/alloc-conf.md).
 mk38() {  # mk38 NAME PIP-ARGS...
     name=$1; shift
     stamp=$root/$name/.cudafix-ready-$(echo "$*" | tr ' =' '_-')

@@ -1,5 +1,5 @@
 """docs/accuracy.md is current: every cudafix run and every ground-truth command behind it is
-executed again (python -m cudafix.devtools.accuracy --check), and every row agrees.
+executed again (python -m tools.accuracy --check), and every row agrees.
 
 Needs the test venvs of tests/make_venvs.sh (torch-cu, torch-cpu, torch-251, py38) and the CUDA
 13.0 toolkit (nvcc) that ./run test installs; under CI=true a missing one is a failure."""
@@ -33,7 +33,7 @@ def test_accuracy_doc_is_current_and_every_row_agrees():
         if os.environ.get("CI") == "true":
             pytest.fail(msg)
         pytest.skip(msg)
-    p = subprocess.run([sys.executable, "-m", "cudafix.devtools.accuracy", "--check"], cwd=str(REPO),
+    p = subprocess.run([sys.executable, "-m", "tools.accuracy", "--check"], cwd=str(REPO),
                        capture_output=True, text=True, timeout=1800)
     assert p.returncode == 0, p.stderr[-4000:]
     text = (REPO / "docs" / "accuracy.md").read_text()

@@ -2,7 +2,7 @@
 
 A parent process controls everything a shell inherits, including cudafix's own protocol
 variables (_CUDAFIX_VARS, _CUDAFIX_OLD_<name>, _CUDAFIX_NEW_<name>; docs/activation.md).  The
-restore code must then touch only the variables cudafix manages (cudafix.render.shells.MANAGED),
+restore code must then touch only the variables cudafix manages (cudafix.activation.shells.MANAGED),
 never stop or stall the shell, and never run a value.  Issue 18 item 6 named the cases that broke
 it: PATH / LD_PRELOAD set from a backup, `bash -eu` aborted on the read-only UID, a root zsh's
 EUID dropped, tcsh stopped by a glob in _CUDAFIX_VARS, a quadratic walk over 60,000 names.
@@ -22,8 +22,8 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from cudafix.hook import activation
-from cudafix.render import shells
+from cudafix.activation import runtime as activation
+from cudafix.activation import shells
 from tests import conda_replay as cr
 
 REPO = cr.REPO

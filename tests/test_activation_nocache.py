@@ -3,7 +3,7 @@
 sh and fish eval the code python prints; tcsh sourced the cache python wrote, so without a cache
 (HOME unset, a cache directory that cannot be created) it skipped the fix with a false "the env's
 python could not run cudafix".  Now tcsh sources a private file python writes for that one
-activation (cudafix.hook.activation.write_private_dir) and removes it.
+activation (cudafix.activation.runtime.write_private_dir) and removes it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 from cudafix.model.findings import Finding
 from cudafix.model.fixes import EnvOp, EnvPatch, Fix
-from cudafix.hook import activation
+from cudafix.activation import runtime as activation
 from tests import conda_replay as cr
 
 ALL_SHELLS = [s for s in cr.SHELLS if cr.available(s)]

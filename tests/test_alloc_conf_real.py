@@ -1,7 +1,7 @@
 """PYTORCH_CUDA_ALLOC_CONF against torch's OWN parser on the real test venvs (tests/make_venvs.sh).
 
 - docs/alloc-conf.md is re-generated from a real run and must be unchanged, with no cell where
-  cudafix contradicts torch (cudafix.devtools.alloc_conf_proof).
+  cudafix contradicts torch (tools.alloc_conf_proof).
 - The option names the probe reads from each torch's libraries are exactly the names that
   torch's parser does not answer with "Unrecognized ...".
 - The issue's proof: in the torch 2.14.1 venv with the hook installed,
@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from cudafix.devtools import alloc_conf_proof as proof
+from tools import alloc_conf_proof as proof
 from cudafix.knowledge.alloc_conf import KNOWN_NAMES
 from cudafix.probes.alloc_conf import read_alloc_keys
 from tests.conftest import REPO

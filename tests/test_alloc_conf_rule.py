@@ -12,7 +12,7 @@ import os
 import pytest
 
 from cudafix import rules
-from cudafix.devtools import alloc_conf_proof as proof
+from tools import alloc_conf_proof as proof
 from cudafix.knowledge import alloc_syntax
 from cudafix.knowledge.alloc_conf import KNOWN_NAMES
 from cudafix.model.fixes import SET, UNSET

@@ -8,6 +8,7 @@ import cannot hide a dependency that points the wrong way.
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 from typing import Dict, Iterator, List, Set, Tuple
@@ -26,12 +27,17 @@ ALLOWED: Dict[str, Set[str]] = {
     "rules": {"model", "knowledge"},
     "plans": {"model", "knowledge", "rules", "probes", "store"},
     "render": {"model", "knowledge", "rules", "plans"},
+    # the two automatic paths, each one home: activation (its plan, its run-time behind activate.d,
+    # one renderer per shell) and the PTX warm-up (what to warm, the detached job)
+    "warm": {"model", "knowledge", "store"},
+    "activation": {"model", "knowledge", "probes", "rules", "plans", "store", "warm"},
+    # the import-torch path only
     "hook": {"model", "knowledge", "probes", "rules", "plans", "render", "store"},
     "verify": {"model", "knowledge", "probes", "rules"},
-    "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook", "fleet"},
+    "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook", "fleet",
+            "activation", "warm"},
     "fleet": {"model", "knowledge", "rules", "probes"},
     "plugins": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
-    "devtools": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli", "fleet"},
 }
 TOP = {"__init__", "__main__"}  # cudafix/__init__.py (the version) and `python -m cudafix`
 MAX_LINES = 500
@@ -154,3 +160,16 @@ def test_the_startup_module_is_stdlib_only():
 def test_module_size(mod):
     n = len(MODULES[mod].read_text(encoding="utf-8").splitlines())
     assert n <= MAX_LINES, "%s has %d lines (> %d): split it by what it does" % (mod, n, MAX_LINES)
+
+
+def test_developer_tools_are_outside_the_package():
+    """tools/ (generators, the channel builder, the proofs) is not shipped: nothing in the package
+    imports it, and the wheel's package list (setup.cfg: cudafix, cudafix.*) cannot pick it up."""
+    assert not (PKG / "devtools").exists()
+    bad = []
+    for mod, path in MODULES.items():
+        src = path.read_text(encoding="utf-8")
+        if re.search(r"^\s*(from|import)\s+tools\b", src, re.M):
+            bad.append(mod)
+    assert not bad, "the package imports the developer tools: %s" % bad
+    assert (REPO / "tools" / "__init__.py").exists()

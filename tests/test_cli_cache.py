@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from cudafix.hook import activation
+from cudafix.activation import runtime as activation
 from cudafix.store import paths
 from tests.conftest import REPO
 

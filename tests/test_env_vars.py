@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 import pathlib
 
-from cudafix.devtools import env_vars_doc
+from tools import env_vars_doc
 from cudafix.hook import runtime
 from cudafix.knowledge import env_vars
-from cudafix.plans import activation
+from cudafix.activation import plan as activation
 from cudafix.probes import environment
-from cudafix.render import shells
+from cudafix.activation import shells
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -77,7 +77,7 @@ def test_every_variable_a_rule_changes_is_managed():
 
 def test_env_vars_md_is_up_to_date():
     current = (REPO / "docs" / "env-vars.md").read_text(encoding="utf-8")
-    assert current == env_vars_doc.render(), "docs/env-vars.md is stale: run python -m cudafix.devtools.env_vars_doc"
+    assert current == env_vars_doc.render(), "docs/env-vars.md is stale: run python -m tools.env_vars_doc"
     for v in env_vars.TABLE:
         assert "| `%s` |" % v.name in current
 

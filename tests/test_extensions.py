@@ -22,8 +22,8 @@ import pytest
 from cudafix.model.snapshot import GPU, Snapshot
 from cudafix.probes import elfsym
 from cudafix.probes import extensions as pext
-from cudafix.hook import warm as warmrun
-from cudafix.plans import warm
+from cudafix.warm import runtime as warmrun
+from cudafix.warm import plan as warm
 from tests import extbuild
 from tests.conftest import REPO, VENVS
 
@@ -412,8 +412,8 @@ def test_activation_starts_warm_with_the_environment_the_shell_will_have(monkeyp
     # The one call activation makes: the warm job must see the JIT cache size activation sets
     # (arch-ptx-jit raises CUDA_CACHE_MAXSIZE), and nothing starts without a PTX-JIT finding.
     from cudafix.model.findings import Finding
-    from cudafix.hook import activation
-    from cudafix.render.shells import Plan
+    from cudafix.activation import runtime as activation
+    from cudafix.activation.shells import Plan
 
     calls = []
     monkeypatch.setattr(warmrun, "start_background", lambda snap, rules_, env, cache_dir, python=None: calls.append((rules_, env)))
@@ -452,7 +452,7 @@ def test_conda_env_lib_and_site_packages_owned_by_conda_records(plain_modules, t
 def test_warm_lock_is_exclusive_across_processes(tmp_path):
     held = warmrun.take_lock(str(tmp_path))
     assert held is not None
-    code = "import sys; sys.path.insert(0, %r); from cudafix.hook import warm; print(warm.take_lock(%r) is None)" % (str(REPO), str(tmp_path))
+    code = "import sys; sys.path.insert(0, %r); from cudafix.warm import runtime as warm; print(warm.take_lock(%r) is None)" % (str(REPO), str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "True", out.stderr
     held.close()

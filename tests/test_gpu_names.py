@@ -46,7 +46,7 @@ def test_the_transcription_covers_every_section_of_nvidias_current_list():
 
 
 def test_generated_table_is_what_the_generator_makes_of_the_sources():
-    proc = subprocess.run([sys.executable, "-m", "cudafix.devtools.gpu_names", "--check"], cwd=str(REPO),
+    proc = subprocess.run([sys.executable, "-m", "tools.gpu_names", "--check"], cwd=str(REPO),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
 

@@ -1,5 +1,5 @@
 """The conda route: recipe/recipe.yaml builds a noarch `.conda` offline with py-rattler-build,
-`python -m cudafix.devtools.channel` indexes it into a local channel with py-rattler, and the
+`python -m tools.channel` indexes it into a local channel with py-rattler, and the
 artifact holds what `conda install` needs.
 
 The artifact is checked independently of rattler: a `.conda` is a zip holding
@@ -91,7 +91,7 @@ def channel(tmp_path_factory, build_python) -> dict:
                             capture_output=True, text=True, timeout=60).stdout
     pkg_sources = [p for p in shipped_source_files() if p.startswith("cudafix/")]
     out = tmp_path_factory.mktemp("channel") / "channel"
-    proc = subprocess.run([sys.executable, "-m", "cudafix.devtools.channel", str(out), "--python", build_python],
+    proc = subprocess.run([sys.executable, "-m", "tools.channel", str(out), "--python", build_python],
                           cwd=str(REPO), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     after = subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=str(REPO),
@@ -277,7 +277,7 @@ def test_channel_is_readable_by_a_conda_client(channel):
 def test_channel_tool_refuses_a_python_that_cannot_build(tmp_path):
     venv = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
-    proc = subprocess.run([sys.executable, "-m", "cudafix.devtools.channel", str(tmp_path / "ch"),
+    proc = subprocess.run([sys.executable, "-m", "tools.channel", str(tmp_path / "ch"),
                            "--python", str(venv / "bin" / "python")],
                           cwd=str(REPO), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2

@@ -1,5 +1,5 @@
 """recipe/recipe.yaml against conda-forge's linter rules (tests/conda_forge_lint.py, from
-conda-forge/conda-smithy's source): once `python -m cudafix.devtools.recipe release` has written
+conda-forge/conda-smithy's source): once `python -m tools.recipe release` has written
 the release facts, no lint and no hint; before, exactly the release facts are missing.  The
 rules are shown to catch what issue 16 found in the old recipe.
 """
@@ -32,17 +32,17 @@ def released(tmp_path_factory):
     recipe = tmp / "recipe" / "recipe.yaml"
     recipe.parent.mkdir()
     shutil.copy(str(RECIPE), str(recipe))
-    proc = subprocess.run([sys.executable, "-m", "cudafix.devtools.recipe", "sdist", "--outdir", str(tmp / "dist")],
+    proc = subprocess.run([sys.executable, "-m", "tools.recipe", "sdist", "--outdir", str(tmp / "dist")],
                           cwd=str(REPO), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     sdist = tmp / "dist" / SDIST
     args = ["release", "--recipe", str(recipe), "--url", URL, "--homepage", "https://project.invalid/cudafix",
             "--maintainer", "cudafix-maintainer", "--sdist", str(sdist)]
-    proc = subprocess.run([sys.executable, "-m", "cudafix.devtools.recipe"] + args, cwd=str(REPO),
+    proc = subprocess.run([sys.executable, "-m", "tools.recipe"] + args, cwd=str(REPO),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     first = recipe.read_text()
-    proc = subprocess.run([sys.executable, "-m", "cudafix.devtools.recipe"] + args, cwd=str(REPO),
+    proc = subprocess.run([sys.executable, "-m", "tools.recipe"] + args, cwd=str(REPO),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and recipe.read_text() == first  # idempotent
     return {"recipe": recipe, "sdist": sdist, "text": first}
@@ -81,7 +81,7 @@ def test_committed_recipe_lacks_only_the_release_facts():
 def test_release_refuses_a_url_that_is_not_the_sdist(tmp_path, released):
     recipe = tmp_path / "recipe.yaml"
     shutil.copy(str(RECIPE), str(recipe))
-    proc = subprocess.run([sys.executable, "-m", "cudafix.devtools.recipe", "release", "--recipe", str(recipe),
+    proc = subprocess.run([sys.executable, "-m", "tools.recipe", "release", "--recipe", str(recipe),
                            "--url", "https://downloads.invalid/cudafix-9.9.tar.gz", "--homepage", "https://project.invalid/",
                            "--maintainer", "x", "--sdist", str(released["sdist"])],
                           cwd=str(REPO), capture_output=True, text=True, timeout=300)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from cudafix import rules
-from cudafix.devtools import rules_doc
+from tools import rules_doc
 
 
 def test_rules_md_is_up_to_date():
     with open(rules_doc.default_path(), encoding="utf-8") as fh:
         current = fh.read()
-    assert current == rules_doc.render(), "docs/rules.md is stale: run python -m cudafix.devtools.rules_doc"
+    assert current == rules_doc.render(), "docs/rules.md is stale: run python -m tools.rules_doc"
 
 
 def test_rules_md_lists_every_rule_with_severity_and_autofix():

@@ -272,7 +272,7 @@ def test_shellcheck_posix_clean():
 
 
 def test_shellcheck_posix_clean_cache_file(tmp_path):
-    from cudafix.render.shells import Guard, Plan, sh
+    from cudafix.activation.shells import Guard, Plan, sh
 
     g = Guard(values=(("CUDA_HOME", None), ("LD_LIBRARY_PATH", HOSTILE)), newer=("/usr/local",), absent=("/nope",))
     plan = Plan(changes=(("CUDA_HOME", HOSTILE), ("CUDA_CACHE_DISABLE", None)), summary="cudafix: x")

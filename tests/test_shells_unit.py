@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cudafix.hook import activation
-from cudafix.render import shells
+from cudafix.activation import runtime as activation
+from cudafix.activation import shells
 from cudafix.cli.shell import script_sources
 from cudafix.model.findings import Finding
 from cudafix.model.fixes import EnvOp, EnvPatch, Fix

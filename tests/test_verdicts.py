@@ -277,7 +277,7 @@ def test_build_findings_never_reach_the_hook_but_show_in_check():
         msg = [f for f in found if f.rule == rid][0]
         assert "CUDA extension builds" in msg.message
         # activation (and status / check) still report it
-        from cudafix.plans import activation
+        from cudafix.activation import plan as activation
 
         summary = activation.plan_from_findings([msg], {}).summary
         assert ("CUDA_HOME \u2192 /usr/local/cuda-11.3" in summary) if msg.auto else ("1 error" in summary), summary

@@ -1,6 +1,6 @@
 """`cudafix cache clear`: remove the caches cudafix keeps outside the env (see cudafix/cli/__init__.py).
 
-What exists (cudafix/store/paths.py, cudafix/hook/activation.py), all under the user's cache
+What exists (cudafix/store/paths.py, cudafix/activation/runtime.py), all under the user's cache
 dir ($XDG_CACHE_HOME/cudafix or ~/.cache/cudafix):
   envs/<key of the env's prefix>/           probe results of `status` and of the startup hook
   activation/<env prefix>.cudafix/          the code conda's activate.d script sources when fresh
@@ -30,7 +30,7 @@ def _ours(path: str) -> bool:
 
 
 def clear_env(prefix: str) -> List[str]:
-    from cudafix.hook import activation
+    from cudafix.activation import runtime as activation
     from cudafix.store import paths
 
     removed: List[str] = []

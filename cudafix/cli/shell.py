@@ -18,7 +18,7 @@ from typing import List, Optional, Tuple
 
 import click
 
-from cudafix.render import shells
+from cudafix.activation import shells
 
 SHELL_CHOICES = ("sh", "bash", "zsh", "dash", "ash", "fish", "csh", "tcsh")
 HOOK_FILES = ("cudafix.pth", "cudafix.start")  # at the root of site-packages
@@ -57,7 +57,7 @@ def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool, from_fi
     """
     if action is None:
         raise click.UsageError("give --activate or --deactivate")
-    from cudafix.hook import activation
+    from cudafix.activation import runtime as activation
 
     if action == "activate" and from_file:
         text = _activate_from(shell_name, from_file)
@@ -73,7 +73,7 @@ def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool, from_fi
 def _activate_from(shell_name: str, path: str) -> str:
     """Activation code for a recorded snapshot: its findings, planned against its own env."""
     from cudafix import rules
-    from cudafix.hook import activation
+    from cudafix.activation import runtime as activation
     from cudafix.model.snapshot import Snapshot, SnapshotError
 
     try:
@@ -193,7 +193,7 @@ def hooks_uninstall(prefix: Optional[str], shell_name: Optional[str] = None) -> 
     activated shell, undo the corrections now, then uninstall:
       eval "$(cudafix hooks uninstall --shell bash)" && python -m pip uninstall cudafix
     """
-    from cudafix.hook import activation
+    from cudafix.activation import runtime as activation
 
     def say(line: str) -> None:
         click.echo(line, err=shell_name is not None)

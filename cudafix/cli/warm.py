@@ -1,4 +1,4 @@
-"""`cudafix warm`: fill the driver's JIT cache for this env's PTX-only code (cudafix/plans/warm.py, run by cudafix/hook/warm.py)."""
+"""`cudafix warm`: fill the driver's JIT cache for this env's PTX-only code (cudafix/warm/plan.py, run by cudafix/warm/runtime.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ def warm_cmd(status_only: bool, background: bool) -> None:
     """Compile the PTX this env's GPUs need (torch and extension modules) into the driver's JIT
     cache, in a child process, before the program's first run."""
     from cudafix import probes
-    from cudafix.hook import warm as warm_run
-    from cudafix.plans import warm
+    from cudafix.warm import runtime as warm_run
+    from cudafix.warm import plan as warm
     from cudafix.store import paths
 
     env: Dict[str, str] = dict(os.environ)

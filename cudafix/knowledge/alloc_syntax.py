@@ -14,7 +14,7 @@ Three generations, told apart by the parser's own texts in the library:
   an unknown key raises "Unrecognized key 'KEY' in ... allocator config."
 
 Every verdict here is compared with torch's own parser on real builds in docs/alloc-conf.md
-(cudafix.devtools.alloc_conf_proof; tests/test_alloc_conf_real.py re-runs it).
+(tools.alloc_conf_proof; tests/test_alloc_conf_real.py re-runs it).
 """
 
 from __future__ import annotations

@@ -8,14 +8,14 @@ One row per variable.  Everything else derives from this table:
 - ``cudafix.hook.runtime.ENV_B``: the rows read by :data:`HOOK` (the startup hook's fingerprint).
   It stays a plain literal there, because the hook must not import this module at
   ``import torch``; tests/test_env_vars.py keeps it equal to :func:`names` (HOOK);
-- ``cudafix.plans.activation.KEY_VARS``: the rows read by :data:`ACTIVATION` (the per-user
+- ``cudafix.activation.plan.KEY_VARS``: the rows read by :data:`ACTIVATION` (the per-user
   activation cache is keyed on their exact values: unset, empty and set differ);
-- ``cudafix.render.shells.MANAGED``: the rows with ``managed=True``, the only variables an
+- ``cudafix.activation.shells.MANAGED``: the rows with ``managed=True``, the only variables an
   activation may set or unset and a deactivation may restore.  The names are compiled into the
   shell scripts (activate.d/, deactivate.d/), so a parent environment cannot make a deactivation
   touch any other variable (docs/security.md).
 
-docs/env-vars.md is generated from this table (``python -m cudafix.devtools.env_vars_doc``).
+docs/env-vars.md is generated from this table (``python -m tools.env_vars_doc``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Tuple
 
 PROBE = "probe"  # recorded in the snapshot by cudafix/probes/environment.py
 HOOK = "hook"  # part of the startup hook's fingerprint (cudafix/hook/runtime.py)
-ACTIVATION = "activation"  # part of the activation cache's key (cudafix/hook/activation.py)
+ACTIVATION = "activation"  # part of the activation cache's key (cudafix/activation/runtime.py)
 READERS = (PROBE, HOOK, ACTIVATION)
 
 # Any other variable with one of these prefixes is recorded by the probe (CUDA reads more than

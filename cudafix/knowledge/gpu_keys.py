@@ -5,7 +5,7 @@ NVIDIA's list says "NVIDIA RTX A6000" and "GeForce RTX 4090"; nvidia-smi and NVM
 "Tesla V100-SXM2-16GB", "Quadro RTX 8000"; users type "a6000", "rtx 4090", "H100 PCIe".  The
 key keeps what names the product and drops what does not change the chip: the brand words,
 form factor, memory size and laptop/board words.  Two products whose keys collide with
-different compute capabilities make the generator fail (cudafix/devtools/gpu_names.py).
+different compute capabilities make the generator fail (tools/gpu_names.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (NVIDIA's CUDA GPU pages and its toolkit/driver/architecture matrix, URLs below).
 
 A name is looked up first in gpu_names.py, generated from NVIDIA's CUDA GPU lists and pci.ids
-(cudafix/devtools/gpu_names.py, sources in tests/fixtures/gpus/), then in the family patterns of
+(tools/gpu_names.py, sources in tests/fixtures/gpus/), then in the family patterns of
 GPU_CC below; a miss answers None (unknown), and --assume-gpu suggests the nearest names.
 """
 

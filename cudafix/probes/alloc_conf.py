@@ -18,7 +18,7 @@ name, its state in those libraries:
   it): not a key;
 - ``absent``.
 
-Proof against torch's own parser on real builds: docs/alloc-conf.md (cudafix.devtools.alloc_conf_proof).
+Proof against torch's own parser on real builds: docs/alloc-conf.md (tools.alloc_conf_proof).
 Results are cached per library by (realpath, size, mtime_ns) and per name.
 """
 

@@ -148,7 +148,7 @@ def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
                   "then caches it in CUDA_CACHE_PATH up to CUDA_CACHE_MAXSIZE" % (labels, "/".join(entries), fmt_bytes(size))]
             if m.cudart_linkage == "shared":
                 fix = Fix(summary="`cudafix warm` compiles it ahead of the first run; native: " + fix.summary, commands=("cudafix warm",) + fix.commands)
-            else:  # its own runtime copy loads its kernels; cudafix cannot call it (cudafix/plans/warm.py)
+            else:  # its own runtime copy loads its kernels; cudafix cannot call it (cudafix/warm/plan.py)
                 fix = Fix(summary="%s (its CUDA runtime is %s: `cudafix warm` cannot make it load)" % (
                     fix.summary, "linked statically" if m.cudart_linkage == "static" else "not linked"), commands=fix.commands)
             out.append(problem("%s (%s) runs on %s only through PTX JIT of %s: stall at first load"

@@ -1,7 +1,7 @@
 """Generate docs/env-vars.md from the variable table (cudafix/knowledge/env_vars.py).
 
-    python -m cudafix.devtools.env_vars_doc            # rewrite docs/env-vars.md
-    python -m cudafix.devtools.env_vars_doc --check    # exit 1 if docs/env-vars.md is out of date
+    python -m tools.env_vars_doc            # rewrite docs/env-vars.md
+    python -m tools.env_vars_doc --check    # exit 1 if docs/env-vars.md is out of date
 
 tests/test_env_vars.py fails when the committed file differs from what this prints.
 """
@@ -12,12 +12,12 @@ import argparse
 import sys
 from typing import List, Optional, Sequence
 
-from cudafix.devtools.docfile import repo_path, write_or_check
+from tools.docfile import repo_path, write_or_check
 from cudafix.knowledge import env_vars
 
 HEADER = """# Environment variables cudafix reads
 
-Generated from `cudafix/knowledge/env_vars.py` by `python -m cudafix.devtools.env_vars_doc`; do not
+Generated from `cudafix/knowledge/env_vars.py` by `python -m tools.env_vars_doc`; do not
 edit by hand.
 
 Readers:
@@ -54,12 +54,12 @@ def default_path() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cudafix.devtools.env_vars_doc", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.env_vars_doc", description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
     ap.add_argument("--output", default=default_path())
     args = ap.parse_args(argv)
     text = render()
-    return write_or_check(args.output, text, args.check, "python -m cudafix.devtools.env_vars_doc")
+    return write_or_check(args.output, text, args.check, "python -m tools.env_vars_doc")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Shell renderers: one module per shell family, each owning its ``quote()``.
 
-Every renderer turns the activation plan and its cache guard (cudafix/plans/activation.py, which
+Every renderer turns the activation plan and its cache guard (cudafix/activation/plan.py, which
 also states the protocol the code implements; docs/activation.md) into code for its shell.
 
 Values are always quoted by the shell's own rules; a plan holds only :data:`MANAGED` names, and
@@ -10,9 +10,9 @@ a managed name is listed.  No value is ever evaluated as code.
 
 from __future__ import annotations
 
-# The protocol's data lives with the activation plan (cudafix/plans/activation.py): the renderers
+# The protocol's data lives with the activation plan (cudafix/activation/plan.py): the renderers
 # turn it into code.  Re-exported here for the renderer modules.
-from cudafix.plans.activation import (  # noqa: E402,F401
+from cudafix.activation.plan import (  # noqa: E402,F401
     CACHE_FORMAT,
     MANAGED,
     NAME_RE,
@@ -33,11 +33,11 @@ def renderer(shell: str):
     """The renderer module for a shell name (sh, bash, zsh, dash, ash, fish, csh, tcsh)."""
     fam = SHELL_FAMILY.get(shell)
     if fam == "sh":
-        from cudafix.render.shells import sh as mod
+        from cudafix.activation.shells import sh as mod
     elif fam == "fish":
-        from cudafix.render.shells import fish as mod
+        from cudafix.activation.shells import fish as mod
     elif fam == "csh":
-        from cudafix.render.shells import csh as mod
+        from cudafix.activation.shells import csh as mod
     else:
         raise ValueError("unsupported shell %r (one of: %s)" % (shell, ", ".join(sorted(SHELL_FAMILY))))
     return mod

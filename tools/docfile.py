@@ -1,6 +1,6 @@
 """Generated files: write them, or check that the committed copy is what the generator prints.
 
-One helper for every generator in cudafix/devtools (docs/rules.md, docs/env-vars.md,
+One helper for every generator in tools (docs/rules.md, docs/env-vars.md,
 docs/accuracy.md, knowledge/gpu_names.py); each test of "the file is current" runs ``--check``.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def repo_path(*parts: str) -> str:

@@ -1,9 +1,9 @@
 """Make recipe/recipe.yaml the recipe of a release: the sdist's URL and sha256, the homepage, the
 maintainers (the facts only a release has; conda-forge's linter requires them).
 
-    python -m cudafix.devtools.recipe sdist [--outdir DIR]
+    python -m tools.recipe sdist [--outdir DIR]
         build the sdist of this checkout (python -m build --sdist) and print its path and sha256
-    python -m cudafix.devtools.recipe release --url URL --homepage URL --maintainer HANDLE [...]
+    python -m tools.recipe release --url URL --homepage URL --maintainer HANDLE [...]
                                               [--sdist FILE] [--recipe FILE]
         write them into the recipe: source.url + source.sha256 (of FILE, or of a fresh sdist),
         about.homepage, extra.recipe-maintainers (GitHub handles)
@@ -24,7 +24,7 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipe", "recipe.yaml")
 
 
@@ -121,7 +121,7 @@ def release(recipe: str, url: str, homepage: str, maintainers: Sequence[str], sd
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m cudafix.devtools.recipe", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tools.recipe", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("sdist", help="build the sdist of this checkout; print its path and sha256")
     s.add_argument("--outdir", default=os.path.join(ROOT, "dist"))
@@ -141,7 +141,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             digest = release(args.recipe, args.url, args.homepage, args.maintainer, args.sdist)
             print("wrote %s: url %s, sha256 %s" % (args.recipe, args.url, digest))
     except (RecipeError, OSError) as exc:
-        print("cudafix.devtools.recipe: %s" % exc, file=sys.stderr)
+        print("tools.recipe: %s" % exc, file=sys.stderr)
         return 2
     return 0
 

@@ -1,13 +1,13 @@
 """The activation plan: which safe fixes `conda activate` applies, its summary line, and what it
-depends on -- as data the shell renderers (cudafix/render/shells) turn into code.
+depends on -- as data the shell renderers (cudafix/activation/shells) turn into code.
 
-Pipeline (cold path, run by the env's own python from activate.d; cudafix/hook/activation.py):
+Pipeline (cold path, run by the env's own python from activate.d; cudafix/activation/runtime.py):
 
   environment (with any previous cudafix activation undone: :func:`restored_env`)
     -> probes.take_snapshot -> rules -> findings
     -> :func:`plan_from_findings`   (safe fixes of scope activation/both, as final values)
     -> :func:`guard_for`            (what the plan depends on, testable by shell builtins)
-    -> shell code (cudafix.render.shells.*) printed, and the same code cached per user and env.
+    -> shell code (cudafix.activation.shells.*) printed, and the same code cached per user and env.
 
 The protocol every renderer implements (docs/activation.md):
 
@@ -119,7 +119,7 @@ MAX_WATCH = 32
 # -- undoing a previous activation (the Python twin of the shells' restore code) ----------------
 
 def restored_env(env: Mapping[str, str]) -> Dict[str, str]:
-    """``env`` as it will be once the shell's restore code has run (see cudafix.render.shells)."""
+    """``env`` as it will be once the shell's restore code has run (see cudafix.activation.shells)."""
     out = dict(env)
     names = out.get("_CUDAFIX_VARS")
     if names is None:

@@ -1,8 +1,8 @@
 """Activation at run time: the shell code `conda activate` runs, its per-user cache, the fast path.
 
 The plan itself (which safe fixes, the summary line, what it depends on) is
-cudafix/plans/activation.py; this module renders it with the shell's renderer
-(cudafix.render.shells.*), caches the code per user and env, and serves activate.d's
+cudafix/activation/plan.py; this module renders it with the shell's renderer
+(cudafix.activation.shells.*), caches the code per user and env, and serves activate.d's
 `python -m cudafix shell activate` (``fast_main``: the warm path starts no process).
 
 The cache is a shell file per env and shell family under
@@ -18,13 +18,13 @@ import sys
 import time
 from typing import List, Mapping, Optional, Sequence
 
-from cudafix.plans.activation import (
+from cudafix.activation.plan import (
     Plan,
     guard_for,
     plan_from_findings,
     restored_env,
 )
-from cudafix.render import shells
+from cudafix.activation import shells
 from cudafix.store.fsutil import atomic_write
 
 def cache_base(env: Mapping[str, str]) -> Optional[str]:
@@ -173,9 +173,9 @@ def write_private_dir(text: str, name: str) -> str:
 
 def _start_warm(snap, found, plan: Plan, env: Mapping[str, str]) -> None:
     """PTX JIT applies (arch-ptx-jit / ext-ptx-jit): compile it now, in the background, with the
-    environment the activated shell will have (cudafix/hook/warm.py).  Never fails activation."""
+    environment the activated shell will have (cudafix/warm/runtime.py).  Never fails activation."""
     try:
-        from cudafix.hook import warm
+        from cudafix.warm import runtime as warm
         from cudafix.store import paths
 
         if not warm.should_start([f.rule for f in found]):

@@ -17,7 +17,7 @@ load them, and cudafix does not call a module's own functions.  Such a module is
 warmable (never claimed warm).
 State (what was warmed, for which driver, GPU arch and cache dir) lives in the env's cache dir.
 
-This module is the plan (what to warm, its estimate, the state); cudafix/hook/warm.py runs it
+This module is the plan (what to warm, its estimate, the state); cudafix/warm/runtime.py runs it
 (the child, the background job, its lock).
 """
 

@@ -1,5 +1,5 @@
 """`cudafix warm` at run time: the child that fills the driver's JIT cache, the detached background
-job activation starts, and its lock.  What to warm, and the state, are cudafix/plans/warm.py's."""
+job activation starts, and its lock.  What to warm, and the state, are cudafix/warm/plan.py's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 from typing import Dict, Mapping, Optional, Sequence
 
 from cudafix.model.snapshot import Snapshot
-from cudafix.plans.warm import (
+from cudafix.warm.plan import (
     LOCK_FILE,
     LOG_FILE,
     WarmTarget,

@@ -1,6 +1,6 @@
 """Build cudafix's conda package from recipe/local/recipe.yaml and index a local conda channel.
 
-    python -m cudafix.devtools.channel OUTDIR [--python PATH] [--recipe FILE]
+    python -m tools.channel OUTDIR [--python PATH] [--recipe FILE]
 
 so that, before cudafix is on conda-forge, an env can get it with
 
@@ -34,7 +34,7 @@ class ChannelError(Exception):
 
 
 def checkout_root() -> str:
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def default_recipe() -> str:
@@ -161,7 +161,7 @@ def build_channel(outdir: str, python: Optional[str] = None, recipe: Optional[st
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m cudafix.devtools.channel",
+        prog="python -m tools.channel",
         description="Build the cudafix .conda offline and index a local conda channel in OUTDIR.",
     )
     parser.add_argument("outdir", help="channel directory (created; gets noarch/ and repodata.json)")
@@ -171,10 +171,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         pkg = build_channel(args.outdir, python=args.python, recipe=args.recipe)
     except ChannelError as exc:
-        print("cudafix.devtools.channel: %s" % exc, file=sys.stderr)
+        print("tools.channel: %s" % exc, file=sys.stderr)
         return 2
     except ImportError as exc:
-        print("cudafix.devtools.channel: %s (pip install py-rattler-build py-rattler)" % exc, file=sys.stderr)
+        print("tools.channel: %s (pip install py-rattler-build py-rattler)" % exc, file=sys.stderr)
         return 2
     channel = os.path.abspath(args.outdir)
     lines: List[str] = [

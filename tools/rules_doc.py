@@ -1,7 +1,7 @@
 """Generate docs/rules.md from the rule registry (id, severity, meaning, auto-fix, symptoms, sources).
 
-    python -m cudafix.devtools.rules_doc            # rewrite docs/rules.md
-    python -m cudafix.devtools.rules_doc --check    # exit 1 if docs/rules.md is out of date
+    python -m tools.rules_doc            # rewrite docs/rules.md
+    python -m tools.rules_doc --check    # exit 1 if docs/rules.md is out of date
 
 tests/test_rules_doc.py fails when the committed file differs from what this prints.
 """
@@ -12,11 +12,11 @@ import argparse
 import sys
 from typing import List, Optional, Sequence
 
-from cudafix.devtools.docfile import repo_path, write_or_check
+from tools.docfile import repo_path, write_or_check
 
 HEADER = """# cudafix rules
 
-Generated from the rule registry by `python -m cudafix.devtools.rules_doc`; do not edit by hand.
+Generated from the rule registry by `python -m tools.rules_doc`; do not edit by hand.
 Rule ids are a public contract (the JSON `rule` field, `cudafix explain RULE`, `--only` / `--skip`).
 
 - **severity**: the default severity of the rule's findings (a finding may state a different one,
@@ -79,12 +79,12 @@ def default_path() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cudafix.devtools.rules_doc", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.rules_doc", description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
     ap.add_argument("--output", default=default_path())
     args = ap.parse_args(argv)
     text = render()
-    return write_or_check(args.output, text, args.check, "python -m cudafix.devtools.rules_doc")
+    return write_or_check(args.output, text, args.check, "python -m tools.rules_doc")
 
 
 if __name__ == "__main__":

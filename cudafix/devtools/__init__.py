@@ -1,1 +1,0 @@
-"""Developer tools (not used at run time): local conda channel builder (channel), docs/rules.md generator (rules_doc)."""
