@@ -26,10 +26,10 @@ def run():  # entry point (cudafix.pth / cudafix.start): works once per process,
         import sys
 
         get = os.environ._data.get  # os.environ's bytes: no KeyError raised inside Mapping.get
-        no = (b"", b"0", b"no", b"false", b"off")
+        no = (b"", b"0", b"no", b"false", b"off")  # knowledge/knobs.py FALSE_WORDS (tests/test_knobs.py)
         msg = "CUDAFIX_DISABLE is set: doing nothing"
         v = get(b"CUDAFIX_DISABLE")
-        if v is None or v.strip().lower() in no:
+        if v is None or v.lower() in no:
             msg = "CUDAFIX_MODE=off: doing nothing"
             v = get(b"CUDAFIX_MODE")
             if v is None or v.strip().lower() != b"off":
@@ -39,7 +39,7 @@ def run():  # entry point (cudafix.pth / cudafix.start): works once per process,
         if sys.prefix != sys.base_prefix and sys.version_info < (3, 15):  # a venv: see _skip_second_pass
             _skip_second_pass(sys.modules.get("site"), sys._getframe(1).f_locals.get("sitedir"))
         v = get(b"CUDAFIX_DEBUG")
-        if v is not None and v.strip().lower() not in no:
+        if v is not None and v.lower() not in no:
             sys.stderr.write("cudafix: " + msg + "\n")
     except Exception:  # noqa: BLE001 - never break an interpreter
         pass
@@ -78,7 +78,7 @@ def _find_spec(name, path=None, target=None):  # the finder's: the work is cudaf
         except Exception as exc:  # noqa: BLE001 - torch's import proceeds whatever happens
             try:
                 v = os.environ.get("CUDAFIX_DEBUG")
-                if v and v.strip().lower() not in ("0", "no", "false", "off"):  # e.g. the package is gone
+                if v and v.lower() not in ("0", "no", "false", "off"):  # e.g. the package is gone
                     sys.stderr.write("cudafix: at `import torch`: %s: %s\n" % (type(exc).__name__, exc))
             except Exception:  # noqa: BLE001
                 pass

@@ -33,7 +33,7 @@ if ( $?_CUDAFIX_VARS ) then
 endif
 set _cudafix_run = 1
 if ( $?CUDAFIX_DISABLE ) then
-  if ( "$CUDAFIX_DISABLE" == 1 ) set _cudafix_run = 0
+  if ( ! ( "$CUDAFIX_DISABLE:q" == "" || "$CUDAFIX_DISABLE:q" =~ 0 || "$CUDAFIX_DISABLE:q" =~ [Nn][Oo] || "$CUDAFIX_DISABLE:q" =~ [Ff][Aa][Ll][Ss][Ee] || "$CUDAFIX_DISABLE:q" =~ [Oo][Ff][Ff] ) ) set _cudafix_run = 0
 endif
 if ( ! $?CONDA_PREFIX ) set _cudafix_run = 0
 if ( $_cudafix_run ) then
@@ -83,7 +83,7 @@ if ( $_cudafix_run ) then
     if ( "$_cudafix_p:q" == "" ) then
       set _cudafix_q = 0
       if ( $?CUDAFIX_QUIET ) then
-        if ( "$CUDAFIX_QUIET" == 1 ) set _cudafix_q = 1
+        if ( ! ( "$CUDAFIX_QUIET:q" == "" || "$CUDAFIX_QUIET:q" =~ 0 || "$CUDAFIX_QUIET:q" =~ [Nn][Oo] || "$CUDAFIX_QUIET:q" =~ [Ff][Aa][Ll][Ss][Ee] || "$CUDAFIX_QUIET:q" =~ [Oo][Ff][Ff] ) ) set _cudafix_q = 1
       endif
       if ( ! $_cudafix_q ) echo 'cudafix: skipped (the env'\''s python could not run cudafix; run: python -m cudafix status)' > /dev/stderr
       unset _cudafix_q
@@ -100,7 +100,7 @@ if ( $_cudafix_run ) then
       else
         set _cudafix_q = 0
         if ( $?CUDAFIX_QUIET ) then
-          if ( "$CUDAFIX_QUIET" == 1 ) set _cudafix_q = 1
+          if ( ! ( "$CUDAFIX_QUIET:q" == "" || "$CUDAFIX_QUIET:q" =~ 0 || "$CUDAFIX_QUIET:q" =~ [Nn][Oo] || "$CUDAFIX_QUIET:q" =~ [Ff][Aa][Ll][Ss][Ee] || "$CUDAFIX_QUIET:q" =~ [Oo][Ff][Ff] ) ) set _cudafix_q = 1
         endif
         if ( ! $_cudafix_q ) echo 'cudafix: skipped (the file the env'\''s python wrote is not a private file of this user)' > /dev/stderr
         unset _cudafix_q

@@ -30,7 +30,7 @@ if set -q _CUDAFIX_VARS
     set -e _cudafix_n
     set -e _CUDAFIX_VARS
 end
-if test "$CUDAFIX_DISABLE" != 1; and test -n "$CONDA_PREFIX"
+if contains -- (string lower -- "$CUDAFIX_DISABLE") '' 0 no false off; and test -n "$CONDA_PREFIX"
     set -g _cudafix_fresh ''
     set -g _cudafix_f ''
     set -g _cudafix_fmt 1
@@ -60,7 +60,7 @@ if test "$CUDAFIX_DISABLE" != 1; and test -n "$CONDA_PREFIX"
         if test $_cudafix_rc -eq 0
             string join \n -- $_cudafix_code | source
         else
-            test "$CUDAFIX_QUIET" = 1; or printf '%s\n' "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)" >&2
+            contains -- (string lower -- "$CUDAFIX_QUIET") '' 0 no false off; and printf '%s\n' "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)" >&2
         end
     end
     set -e _cudafix_fresh

@@ -23,7 +23,8 @@ if [ -n "${_CUDAFIX_VARS+s}" ]; then
   done
   unset _CUDAFIX_VARS _cudafix_n _cudafix_o _cudafix_w _cudafix_c
 fi
-if [ "${CUDAFIX_DISABLE-}" != 1 ] && [ -n "${CONDA_PREFIX-}" ]; then
+case ${CUDAFIX_DISABLE-} in ''|0|[Nn][Oo]|[Ff][Aa][Ll][Ss][Ee]|[Oo][Ff][Ff]) _cudafix_on=1 ;; *) _cudafix_on= ;; esac
+if [ -n "$_cudafix_on" ] && [ -n "${CONDA_PREFIX-}" ]; then
   _cudafix_fresh=
   _cudafix_f=
   case ${XDG_CACHE_HOME-} in
@@ -51,9 +52,10 @@ if [ "${CUDAFIX_DISABLE-}" != 1 ] && [ -n "${CONDA_PREFIX-}" ]; then
     if [ -x "$CONDA_PREFIX/bin/python" ] && _cudafix_code=$("$CONDA_PREFIX/bin/python" -m cudafix shell --shell sh --activate --write-cache 2>/dev/null); then
       eval "$_cudafix_code"
     else
-      [ "${CUDAFIX_QUIET-}" = 1 ] || printf '%s\n' "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)" >&2
+      case ${CUDAFIX_QUIET-} in ''|0|[Nn][Oo]|[Ff][Aa][Ll][Ss][Ee]|[Oo][Ff][Ff]) printf '%s\n' "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)" >&2 ;; esac
     fi
   fi
   unset _cudafix_fresh _cudafix_f _cudafix_d _cudafix_fmt _cudafix_code
 fi
+unset _cudafix_on
 :

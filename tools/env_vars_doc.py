@@ -12,8 +12,8 @@ import argparse
 import sys
 from typing import List, Optional, Sequence
 
+from cudafix.knowledge import env_vars, knobs
 from tools.docfile import repo_path, write_or_check
-from cudafix.knowledge import env_vars
 
 HEADER = """# Environment variables cudafix reads
 
@@ -35,6 +35,15 @@ restore; their names are compiled into the activate.d / deactivate.d scripts
 """
 
 
+KNOBS_HEADER = """## cudafix's own settings
+
+From `cudafix/knowledge/knobs.py`.  One rule for every on/off setting, wherever it is read (the
+startup hook, the import-torch check, the activate.d scripts of every shell): **off** when unset
+or one of %s in any letter case (no blanks trimmed); any other value (`1`, `yes`, `true`, `on`)
+is **on**.  A choice's default is in bold.
+"""
+
+
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -46,6 +55,18 @@ def render() -> str:
     for v in env_vars.TABLE:
         lines.append("| `%s` | %s | %s | %s | %s |" % (
             v.name, ", ".join(v.readers), "yes" if v.managed else "", _md(v.why), _md(v.source)))
+    lines.append("")
+    lines.append(KNOBS_HEADER % ", ".join("`%s`" % (w or "empty") for w in knobs.FALSE_WORDS))
+    lines.append("| setting | kind | values | read by | what it does |")
+    lines.append("| --- | --- | --- | --- | --- |")
+    for k in knobs.KNOBS:
+        if k.kind == knobs.FLAG:
+            values = "on / off"
+        elif k.values:
+            values = " \\| ".join(("**%s**" if v == k.default else "%s") % v for v in k.values)
+        else:
+            values = k.kind
+        lines.append("| `%s` | %s | %s | %s | %s |" % (k.name, k.kind, values, _md(k.read_by), _md(k.meaning)))
     return "\n".join(lines) + "\n"
 
 

@@ -92,7 +92,9 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
         except (SystemExit, KeyboardInterrupt, click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # cudafix itself could not run
-            if os.environ.get("CUDAFIX_DEBUG") == "1":
+            from cudafix.knowledge import knobs
+
+            if knobs.flag(os.environ, "CUDAFIX_DEBUG"):
                 import traceback
 
                 traceback.print_exc()

@@ -14,6 +14,7 @@ import sys
 
 from cudafix import __version__ as VERSION  # the one copy (the package is imported already)
 from cudafix.hook import cache
+from cudafix.knowledge.knobs import flag_on  # the one truthiness rule of CUDAFIX_* flags
 from cudafix.store import paths, safefs
 
 WARNED_VAR = "CUDAFIX_WARNED"  # rule ids already warned about in this process tree
@@ -34,7 +35,6 @@ TRITON_CUOBJDUMP_PATH TRITON_NVDISASM_PATH TRITON_LIBCUDA_PATH NVIDIA_VISIBLE_DE
 NVIDIA_DRIVER_CAPABILITIES CONDA_PREFIX CONDA_DEFAULT_ENV CONDA_SHLVL CONDA_OVERRIDE_CUDA VIRTUAL_ENV
 PATH PYTHONPATH HOME XDG_CACHE_HOME CUDAFIX_ASSUME_DRIVER CUDAFIX_ASSUME_GPU""".split())
 
-_NO = ("", "0", "no", "false", "off")
 _NS = type(sys.implementation)  # types.SimpleNamespace
 
 # ENV_NAMES: the variables of the fingerprint, as str (a test keeps them a superset of what
@@ -195,7 +195,7 @@ def say_ops(st, entry):
 def explain(st):
     """Under CUDAFIX_DEBUG=1, after check(): one line per decision it made, and why."""
     get = os.environ.get
-    if (get("CUDAFIX_DISABLE") or "").strip().lower() not in _NO:
+    if flag_on(get("CUDAFIX_DISABLE")):
         return say(st, "CUDAFIX_DISABLE is set: doing nothing")
     mode = (get("CUDAFIX_MODE") or "fix").strip().lower()
     if mode not in ("fix", "warn", "off"):
@@ -238,8 +238,8 @@ def check(finder=None):
     try:
         environ = os.environ
         get = environ.get
-        st.debug = (get("CUDAFIX_DEBUG") or "").strip().lower() not in _NO
-        on = (get("CUDAFIX_DISABLE") or "").strip().lower() in _NO
+        st.debug = flag_on(get("CUDAFIX_DEBUG"))
+        on = not flag_on(get("CUDAFIX_DISABLE"))
         mode = (get("CUDAFIX_MODE") or "fix").strip().lower()
         if on and mode in ("warn", "off"):
             st.mode = mode  # (an unknown mode: the default, fix)

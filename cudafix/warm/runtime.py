@@ -11,6 +11,7 @@ import tempfile
 import time
 from typing import Dict, Mapping, Optional, Sequence
 
+from cudafix.knowledge import knobs
 from cudafix.model.snapshot import Snapshot
 from cudafix.warm.plan import (
     LOCK_FILE,
@@ -114,7 +115,7 @@ def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[
                      python: Optional[str] = None) -> Optional[str]:
     """Start `cudafix warm --background` detached and niced when PTX JIT applies and some target
     is not warm yet for this env + GPU arch + driver.  Returns the log path, or None (nothing to do)."""
-    if not should_start(finding_rules) or env.get("CUDAFIX_NO_WARM"):
+    if not should_start(finding_rules) or knobs.flag(env, "CUDAFIX_NO_WARM"):
         return None
     targets = plan(snap)
     state = load_state(cache_dir)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from cudafix.knowledge import knobs
 from cudafix.activation.shells import CACHE_FORMAT, Guard, Plan, encode_state, managed_words, names_of, one_line
 
 EXT = "csh"
@@ -64,7 +65,7 @@ endif
 
 QUIET = r"""set _cudafix_q = 0
 if ( $?CUDAFIX_QUIET ) then
-  if ( "$CUDAFIX_QUIET" == 1 ) set _cudafix_q = 1
+  if ( ! ( """ + knobs.csh_off_test("CUDAFIX_QUIET") + r""" ) ) set _cudafix_q = 1
 endif
 """
 
@@ -159,7 +160,7 @@ def static_activate() -> str:
         + RESTORE
         + r"""set _cudafix_run = 1
 if ( $?CUDAFIX_DISABLE ) then
-  if ( "$CUDAFIX_DISABLE" == 1 ) set _cudafix_run = 0
+  if ( ! ( """ + knobs.csh_off_test("CUDAFIX_DISABLE") + r""" ) ) set _cudafix_run = 0
 endif
 if ( ! $?CONDA_PREFIX ) set _cudafix_run = 0
 if ( $_cudafix_run ) then

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from cudafix.knowledge import knobs
 from cudafix.activation.shells import CACHE_FORMAT, Guard, Plan, encode_state, managed_words, names_of, one_line
 
 EXT = "fish"
@@ -70,7 +71,7 @@ def apply(plan: Plan) -> str:
     if plan.changes:
         out.append("set -gx _CUDAFIX_VARS %s" % quote(names_of(plan.changes)))
     if plan.summary:
-        out.append("test \"$CUDAFIX_QUIET\" = 1; or printf '%%s\\n' %s >&2" % quote(one_line(plan.summary)))
+        out.append("contains -- (string lower -- \"$CUDAFIX_QUIET\") %s; and printf '%%s\\n' %s >&2" % (knobs.fish_off_words(), quote(one_line(plan.summary))))
     return "".join(line + "\n" for line in out)
 
 
@@ -83,7 +84,7 @@ def deactivate() -> str:
 
 
 def skipped(reason: str) -> str:
-    return "test \"$CUDAFIX_QUIET\" = 1; or printf '%%s\\n' %s >&2\n" % quote(one_line("cudafix: skipped (%s)" % reason))
+    return "contains -- (string lower -- \"$CUDAFIX_QUIET\") %s; and printf '%%s\\n' %s >&2\n" % (knobs.fish_off_words(), quote(one_line("cudafix: skipped (%s)" % reason)))
 
 
 def cache(guard: Guard, plan: Plan, version: str) -> str:
@@ -112,7 +113,7 @@ def static_activate() -> str:
         "# docs/activation.md explains it.  Fast path: a fresh per-user cache decided with\n"
         "# builtins only.  Cold path: the env's own python computes and caches.\n"
         + RESTORE
-        + r"""if test "$CUDAFIX_DISABLE" != 1; and test -n "$CONDA_PREFIX"
+        + "if contains -- (string lower -- \"$CUDAFIX_DISABLE\") " + knobs.fish_off_words() + r"""; and test -n "$CONDA_PREFIX"
     set -g _cudafix_fresh ''
     set -g _cudafix_f ''
     set -g _cudafix_fmt """ + CACHE_FORMAT + r"""
@@ -142,7 +143,7 @@ def static_activate() -> str:
         if test $_cudafix_rc -eq 0
             string join \n -- $_cudafix_code | source
         else
-            test "$CUDAFIX_QUIET" = 1; or printf '%s\n' "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)" >&2
+            contains -- (string lower -- "$CUDAFIX_QUIET") """ + knobs.fish_off_words() + r"""; and printf '%s\n' "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)" >&2
         end
     end
     set -e _cudafix_fresh

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+from cudafix.knowledge import knobs
 from cudafix.activation.shells import CACHE_FORMAT, Guard, Plan, encode_state, managed_words, names_of, one_line
 
 EXT = "sh"
@@ -66,8 +67,13 @@ def apply(plan: Plan) -> str:
         out.append("export _CUDAFIX_VARS=%s" % quote(names_of(plan.changes)))
         out.append("unset _cudafix_s")
     if plan.summary:
-        out.append('[ "${CUDAFIX_QUIET-}" = 1 ] || printf \'%%s\\n\' %s >&2' % quote(one_line(plan.summary)))
+        out.append(_unless_quiet("printf '%%s\\n' %s >&2" % quote(one_line(plan.summary))))
     return "".join(line + "\n" for line in out)
+
+
+def _unless_quiet(command: str) -> str:
+    """Run `command` unless CUDAFIX_QUIET is on (the one truthiness rule: knowledge/knobs.py)."""
+    return "case ${CUDAFIX_QUIET-} in %s) %s ;; esac" % (knobs.sh_off_patterns(), command)
 
 
 def activate(plan: Plan) -> str:
@@ -80,7 +86,7 @@ def deactivate() -> str:
 
 
 def skipped(reason: str) -> str:
-    return '[ "${CUDAFIX_QUIET-}" = 1 ] || printf \'%%s\\n\' %s >&2\n' % quote(one_line("cudafix: skipped (%s)" % reason))
+    return _unless_quiet("printf '%%s\\n' %s >&2" % quote(one_line("cudafix: skipped (%s)" % reason))) + "\n"
 
 
 def cache(guard: Guard, plan: Plan, version: str) -> str:
@@ -118,7 +124,8 @@ def static_activate() -> str:
         "# decided with builtins only.  Cold path: the env's own python computes and caches.\n"
         "# shellcheck shell=sh\n"
         + RESTORE
-        + r"""if [ "${CUDAFIX_DISABLE-}" != 1 ] && [ -n "${CONDA_PREFIX-}" ]; then
+        + "case ${CUDAFIX_DISABLE-} in " + knobs.sh_off_patterns() + ") _cudafix_on=1 ;; *) _cudafix_on= ;; esac\n"
+        + r"""if [ -n "$_cudafix_on" ] && [ -n "${CONDA_PREFIX-}" ]; then
   _cudafix_fresh=
   _cudafix_f=
   case ${XDG_CACHE_HOME-} in
@@ -146,11 +153,12 @@ def static_activate() -> str:
     if [ -x "$CONDA_PREFIX/bin/python" ] && _cudafix_code=$(""" + _python_call() + r"""); then
       eval "$_cudafix_code"
     else
-      [ "${CUDAFIX_QUIET-}" = 1 ] || printf '%s\n' "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)" >&2
+      """ + _unless_quiet("printf '%s\\n' \"cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)\" >&2") + r"""
     fi
   fi
   unset _cudafix_fresh _cudafix_f _cudafix_d _cudafix_fmt _cudafix_code
 fi
+unset _cudafix_on
 :
 """
     )
