@@ -196,8 +196,8 @@ def test_preload_never_planned_from_tmp_or_the_current_directory(shared, tmp_pat
     from cudafix.hook import cache as hookcache
 
     (entry,), why = hookcache.read_cache(path)
-    assert why is None and entry[4] == []  # no preload planned
-    assert "Fix: load torch's own libcfxtest.so.1" in entry[5][0][3]  # the finding is still said
+    assert why is None and entry.preloads == ()  # no preload planned
+    assert "Fix: load torch's own libcfxtest.so.1" in entry.warns[0][3]  # the finding is still said
 
 
 # -- 5. the start module's own directory -----------------------------------------------------

@@ -3,6 +3,8 @@ their agreement with the package's own implementations (paths.env_cache_dir, Env
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import stat
 
@@ -87,7 +89,7 @@ def test_cache_round_trip(es):
 def _valid_cache_bytes():
     e = hookcache.Entry("1.2.3", "4.5.6", [("/x", [1, 2, 3])], [("r", SET, "CUDA_CACHE_MAXSIZE", "4294967296")],
                    [("r", "libx.so.1", "/lib/libx.so.1")], [("r", False, "fixed", "unfixed")])
-    return hookcache.dump_entries([e, hookcache.Entry("1.2.4", *e[1:])])
+    return hookcache.dump_entries([e, dataclasses.replace(e, fp="1.2.4")])
 
 
 @given(cut=st.integers(min_value=0, max_value=len(_valid_cache_bytes()) - 1))
@@ -218,8 +220,8 @@ def test_plan_from_findings():
     e = hookplan.build_entry([SHADOW, JIT, ADVICE, INFO, ACTIVATION_ONLY], {"LD_LIBRARY_PATH": "/old"}, ["p"], machine=["m"])
     # LD_LIBRARY_PATH is never changed in-process (the loader read it at exec); activation-only
     # fixes are not applied in a process
-    assert e.ops == [("jit-cache-too-small", SET, "CUDA_CACHE_MAXSIZE", "4294967296")]
-    assert e.preloads == [("lib-shadowed", "libnvJitLink.so.12", TORCH_LIB)]
+    assert list(e.ops) == [("jit-cache-too-small", SET, "CUDA_CACHE_MAXSIZE", "4294967296")]
+    assert list(e.preloads) == [("lib-shadowed", "libnvJitLink.so.12", TORCH_LIB)]
     warns = {w[0]: w for w in e.warns}
     assert set(warns) == {"lib-shadowed", "jit-cache-too-small", "driver-too-old", "x-activation"}
     assert warns["jit-cache-too-small"][1] is True  # a plain variable correction: quiet when applied
@@ -286,8 +288,8 @@ def test_find_entry_is_the_newest_fresh_entry_naming_fp(es, fp):
 
 def test_find_entry_refuses_what_is_not_whole():
     data = hookcache.dump_entries([hookcache.Entry("1.2.3", "4.5.6")])
-    assert hookcache.find_entry(data, "1.2.3") == ["1.2.3", "4.5.6", [], [], [], []]
-    assert hookcache.find_entry(data, "4.5.6") == ["1.2.3", "4.5.6", [], [], [], []]
+    assert hookcache.find_entry(data, "1.2.3") == hookcache.Entry("1.2.3", "4.5.6")
+    assert hookcache.find_entry(data, "4.5.6") == hookcache.Entry("1.2.3", "4.5.6")
     for bad in (data[:-1], data[:-4], data[1:], data + b"x", b"x" + data, data.replace(b'"version":2', b'"version":1'),
                 data.replace(b'"deps":[]', b'"deps":[["/x"]]'), data.replace(b'"warns":[]', b'"warns":[["r",1,"a","b"]]')):
         with pytest.raises(ValueError):

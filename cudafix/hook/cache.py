@@ -13,8 +13,11 @@ cudafix.store.safefs (the one trust check).  Here the key is the fingerprint
 
 newest first (JSON objects keep their order).  Parsed with json and checked field by field:
 nothing in it can execute, and a malformed file is "no cache" as a whole.  In memory an entry is
-an :class:`Entry`, the list [fp, post_fp, stats, ops, preloads, warns] of tuples.
+an :class:`Entry` (a frozen dataclass).
 """
+
+import dataclasses
+from typing import Any, Optional, Tuple
 
 from cudafix.store import cachefile, safefs
 
@@ -26,18 +29,20 @@ _T = (str, type(None))  # a text field: str, or None
 _SHAPES = (("deps", (str, (list, type(None)))), ("ops", (_T, _T, _T, _T)), ("preloads", (_T, _T, _T)), ("warns", (_T, bool, _T, _T)))
 
 
-class Entry(list):
-    """A cache entry: the list [fp, post_fp, stats, ops, preloads, warns] the hook uses."""
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A cache entry: the in-process plan for one fingerprint (what the hook applies and says)."""
 
-    def __init__(self, fp, post_fp, stats=(), ops=(), preloads=(), warns=()):
-        super().__init__([fp, post_fp, list(stats), list(ops), list(preloads), list(warns)])
+    fp: str
+    post_fp: str  # the fingerprint once the entry's own env corrections are applied
+    stats: Tuple[Tuple[str, Any], ...] = ()  # (path, stat sig or None): files whose change makes it stale
+    ops: Tuple[Tuple[Optional[str], ...], ...] = ()  # (rule, op, name, value)
+    preloads: Tuple[Tuple[Optional[str], ...], ...] = ()  # (rule, soname, path)
+    warns: Tuple[Tuple[Any, ...], ...] = ()  # (rule, quiet if fixed, line if fixed, line if not)
 
-    fp = property(lambda self: self[0])
-    post_fp = property(lambda self: self[1])
-    stats = property(lambda self: self[2])  # [(path, stat sig)]
-    ops = property(lambda self: self[3])  # [(rule, op, name, value)]
-    preloads = property(lambda self: self[4])  # [(rule, soname, path)]
-    warns = property(lambda self: self[5])  # [(rule, quiet if fixed, line if fixed, line if not)]
+    def __post_init__(self):  # rows as tuples, whatever sequences the caller built them from
+        for name in ("stats", "ops", "preloads", "warns"):
+            object.__setattr__(self, name, tuple(tuple(row) for row in getattr(self, name)))
 
 
 def _rows(value, shape):
@@ -59,7 +64,7 @@ def parse_entries(data, want=None):
         if not isinstance(rec, dict) or not isinstance(rec.get("post"), str):
             raise ValueError("bad entry")
         e = Entry(fp, rec["post"], *(_rows(rec.get(name), shape) for name, shape in _SHAPES))
-        if want is None or fp in want or e[1] in want:
+        if want is None or fp in want or e.post_fp in want:
             entries.append(e)
     return entries
 
@@ -67,16 +72,16 @@ def parse_entries(data, want=None):
 def dump_entries(entries):
     """The cache file's bytes for ``entries`` (newest first; one entry per fingerprint)."""
     out = {}
-    for fp, post_fp, stats, ops, preloads, warns in entries:
-        if fp not in out:
-            out[fp] = {"post": post_fp, "deps": [list(x) for x in stats], "ops": [list(x) for x in ops],
-                       "preloads": [list(x) for x in preloads], "warns": [list(x) for x in warns]}
+    for e in entries:
+        if e.fp not in out:
+            out[e.fp] = {"post": e.post_fp, "deps": [list(x) for x in e.stats], "ops": [list(x) for x in e.ops],
+                         "preloads": [list(x) for x in e.preloads], "warns": [list(x) for x in e.warns]}
     return cachefile.dump(CACHE_VERSION, out)
 
 
 def entry_fresh(entry):
     """Every file the entry depends on has the stat signature it had (or is still absent)."""
-    return all(safefs.stat_sig(path) == sig for path, sig in entry[2])
+    return all(safefs.stat_sig(path) == sig for path, sig in entry.stats)
 
 
 def find_entry(data, fp):

@@ -20,6 +20,7 @@ What an entry holds (a plan, applied by the hook, filtered at start by CUDAFIX_M
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -155,14 +156,13 @@ def compute(environ: Optional[Mapping[str, str]] = None, syspath_part: Optional[
     # own snapshot skips: status, check and activation report them, `import torch` does not.
     found = [f for f in rules.findings(rules.run(snap)) if not f.rule.startswith("ext-")]
     entry = build_entry(found, environ, syspath_part)
-    entry[2] = depends_on(snap, entry.preloads)
-    return entry
+    return dataclasses.replace(entry, stats=depends_on(snap, entry.preloads))
 
 
 # -- the cache file -------------------------------------------------------------------------
 
 
-def write_entry(cache_path: str, entry: list) -> bool:
+def write_entry(cache_path: str, entry: hookcache.Entry) -> bool:
     """Put ``entry`` first in the cache file, atomically (tempfile + os.replace).
 
     Concurrent writers each replace the whole file: the file is always one writer's complete
@@ -170,7 +170,7 @@ def write_entry(cache_path: str, entry: list) -> bool:
     fails cudafix.store.safefs's checks or is not writable: then nothing is cached and nothing fails.
     """
     old, _ = hookcache.read_cache(cache_path)
-    entries = [entry] + [e for e in old if e[0] != entry[0]][: MAX_ENTRIES - 1]
+    entries = [entry] + [e for e in old if e.fp != entry.fp][: MAX_ENTRIES - 1]
     return safefs.write_private(cache_path, hookcache.dump_entries(entries))
 
 

@@ -182,7 +182,7 @@ def say_ops(st, entry):
     """The lines for what apply_env did with the entry's corrections."""
     failed = {id(op): exc for op, exc in st.failed}
     applied = {id(op) for op in st.applied}
-    for op in entry[3]:
+    for op in entry.ops:
         rule, name, value = op[0], op[2], op[3]
         if id(op) in applied:
             say(st, "%s %s%s [%s]" % (op[1], name, "" if value is None else "=" + value, rule))
@@ -270,7 +270,7 @@ def check(finder=None):
 
 
 def apply_env(st, entry, environ):  # the entry's in-process corrections that the policy allows
-    for op in entry[3]:
+    for op in entry.ops:
         if st.mode == "fix" and op[0] not in st.skip and op[2] not in LOADER_VARS:
             try:
                 apply_op(environ, op[1], op[2], op[3])
@@ -330,7 +330,7 @@ def on_torch(frame):
 def preloads_due(st, entry):
     if st.mode != "fix":
         return []
-    return [p for p in entry[4] if p[0] not in st.skip]
+    return [p for p in entry.preloads if p[0] not in st.skip]
 
 
 def warnings_due(st, entry, environ, preloaded):
@@ -338,7 +338,7 @@ def warnings_due(st, entry, environ, preloaded):
     warned = (environ.get(WARNED_VAR) or "").split(",")
     applied = [a[0] for a in st.applied]
     out = []
-    for rule, quiet, line_fixed, line_unfixed in entry[5]:
+    for rule, quiet, line_fixed, line_unfixed in entry.warns:
         if rule in st.skip or rule in warned:
             continue
         fixed = st.mode == "fix" and (rule in preloaded or rule in applied)
