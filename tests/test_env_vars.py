@@ -30,7 +30,7 @@ def test_the_three_readers_derive_from_the_table():
     assert environment.VARIABLES == env_vars.names(env_vars.PROBE)
     assert environment.PREFIXES == env_vars.PROBE_PREFIXES
     assert activation.KEY_VARS == env_vars.names(env_vars.ACTIVATION)
-    # the hook keeps a literal (no import at `import torch`): equal to the table's HOOK rows
+    # the hook's fingerprint reads the table's HOOK rows
     assert runtime.ENV_B == frozenset(n.encode("ascii") for n in env_vars.names(env_vars.HOOK))
     assert runtime.ENV_NAMES == tuple(sorted(env_vars.names(env_vars.HOOK)))
 

@@ -6,34 +6,25 @@ check (fingerprint -> per-env cache entry (cudafix.hook.cache) -> in-process env
 the cold recompute when the cache was stale (through cudafix.hook.plan), library preloads by
 absolute path, and the warnings, once per process group.  The check's result lives here, in
 ``state`` (None until the check ran; :func:`check` runs it and returns it).  Files are read and
-written only through cudafix.store.safefs (the one trust check).  Importing this module imports
-nothing beyond the stdlib (json for the cache) and cudafix.store."""
+written only through cudafix.store.safefs (the one trust check).  It runs at `import torch`, after
+the stdlib is loaded, so it uses the package's own types and tables (the env-var table, EnvOp)."""
 
 import os
 import sys
 
 from cudafix import __version__ as VERSION  # the one copy (the package is imported already)
 from cudafix.hook import cache
+from cudafix.knowledge import env_vars
 from cudafix.knowledge.knobs import flag_on  # the one truthiness rule of CUDAFIX_* flags
+from cudafix.model.fixes import EnvOp
 from cudafix.store import paths, safefs
 
 WARNED_VAR = "CUDAFIX_WARNED"  # rule ids already warned about in this process tree
 LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")  # never changed in-process (docs/hook.md)
 
 # The variables whose value changes cudafix's verdicts (os.environ's bytes keys): the HOOK rows of
-# cudafix/knowledge/env_vars.py, kept a literal so that the hook imports nothing more (tests/test_env_vars.py
-# keeps the two equal).  The policy variables (CUDAFIX_*) are not part of the fingerprint.
-ENV_B = frozenset(b"""LD_LIBRARY_PATH LD_PRELOAD CUDA_HOME CUDA_PATH CUDA_ROOT CUDA_TOOLKIT_ROOT_DIR
-CUDACXX CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER CUDA_LAUNCH_BLOCKING CUDA_MODULE_LOADING
-CUDA_MODULE_DATA_LOADING CUDA_CACHE_DISABLE CUDA_CACHE_PATH CUDA_CACHE_MAXSIZE CUDA_FORCE_PTX_JIT
-CUDA_FORCE_JIT CUDA_DISABLE_PTX_JIT CUDA_DISABLE_JIT CUDA_FORCE_PRELOAD_LIBRARIES
-CUDA_MANAGED_FORCE_DEVICE_ALLOC CUDA_DEVICE_MAX_CONNECTIONS CUDA_DEVICE_MAX_COPY_CONNECTIONS
-CUDA_LOG_FILE CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY PYTORCH_CUDA_ALLOC_CONF
-PYTORCH_ALLOC_CONF PYTORCH_HIP_ALLOC_CONF PYTORCH_NVML_BASED_CUDA_CHECK PYTORCH_NO_CUDA_MEMORY_CACHING
-TORCH_CUDA_ARCH_LIST TORCH_USE_CUDA_DSA TORCH_USE_RTLD_GLOBAL TORCH_EXTENSIONS_DIR TRITON_PTXAS_PATH
-TRITON_CUOBJDUMP_PATH TRITON_NVDISASM_PATH TRITON_LIBCUDA_PATH NVIDIA_VISIBLE_DEVICES
-NVIDIA_DRIVER_CAPABILITIES CONDA_PREFIX CONDA_DEFAULT_ENV CONDA_SHLVL CONDA_OVERRIDE_CUDA VIRTUAL_ENV
-PATH PYTHONPATH HOME XDG_CACHE_HOME CUDAFIX_ASSUME_DRIVER CUDAFIX_ASSUME_GPU""".split())
+# cudafix/knowledge/env_vars.py.  The policy variables (CUDAFIX_*) are not part of the fingerprint.
+ENV_B = frozenset(n.encode("ascii") for n in env_vars.names(env_vars.HOOK))
 
 _NS = type(sys.implementation)  # types.SimpleNamespace
 
@@ -279,26 +270,8 @@ def apply_env(st, entry, environ):  # the entry's in-process corrections that th
                 st.failed.append((op, exc))
 
 
-def apply_op(environ, op, name, value):  # == cudafix.model.fixes.EnvOp.apply
-    if op == "set":
-        environ[name] = value or ""
-    elif op == "unset":
-        environ.pop(name, None)
-    elif op == "prepend-path" or op == "remove-path":
-        old = environ.get(name)
-        parts = []
-        for p in (old or "").split(":"):
-            if p != value and (p or op == "remove-path"):
-                parts.append(p)
-        if op == "prepend-path":
-            environ[name] = ":".join([value or ""] + parts)
-        elif old is not None and len(parts) != len(old.split(":")):
-            if any(parts):
-                environ[name] = ":".join(parts)
-            else:
-                del environ[name]
-    else:
-        raise ValueError("unknown op %r" % (op,))
+def apply_op(environ, op, name, value):
+    EnvOp(op, name, value).apply(environ)  # ValueError for an op this cudafix does not know
 
 
 def is_import(frame):

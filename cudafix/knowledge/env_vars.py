@@ -5,9 +5,8 @@ One row per variable.  Everything else derives from this table:
 - ``cudafix.probes.environment.VARIABLES``: the rows read by :data:`PROBE` (recorded in the
   snapshot's ``env``; any other variable starting with one of :data:`PROBE_PREFIXES` is recorded
   too);
-- ``cudafix.hook.runtime.ENV_B``: the rows read by :data:`HOOK` (the startup hook's fingerprint).
-  It stays a plain literal there, because the hook must not import this module at
-  ``import torch``; tests/test_env_vars.py keeps it equal to :func:`names` (HOOK);
+- ``cudafix.hook.runtime.ENV_B``: the rows read by :data:`HOOK` (the startup hook's fingerprint,
+  computed at ``import torch``);
 - ``cudafix.activation.plan.KEY_VARS``: the rows read by :data:`ACTIVATION` (the per-user
   activation cache is keyed on their exact values: unset, empty and set differ);
 - ``cudafix.activation.shells.MANAGED``: the rows with ``managed=True``, the only variables an
