@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudafix.hook import runtime as hook
+from cudafix.hook import fingerprint as hookfp
 from cudafix.hook import cache as hookcache
 import cudafix
 from cudafix.hook import plan as hookplan
@@ -26,13 +27,13 @@ env_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charact
 
 
 def test_version_matches_package():
-    assert hook.VERSION == cudafix.__version__
+    assert hookfp.VERSION == cudafix.__version__
 
 
 def test_env_names_cover_what_the_probes_read():
     from cudafix.probes import environment
 
-    missing = [n for n in environment.VARIABLES if n not in hook.ENV_NAMES]
+    missing = [n for n in environment.VARIABLES if n not in hookfp.ENV_NAMES]
     assert missing == []
 
 
@@ -46,11 +47,11 @@ def test_cache_dir_equals_paths_env_cache_dir(prefix, xdg, home):
         env["XDG_CACHE_HOME"] = xdg
     if home is not None:
         env["HOME"] = home
-    assert hook.cache_dir(prefix, env) == paths.env_cache_dir(prefix, env)
+    assert hookfp.cache_dir(prefix, env) == paths.env_cache_dir(prefix, env)
 
 
 def test_env_key_differs_between_envs():
-    keys = {hook.env_key("/opt/envs/e%d" % i) for i in range(2000)}
+    keys = {paths.env_key("/opt/envs/e%d" % i) for i in range(2000)}
     assert len(keys) == 2000
 
 
@@ -221,30 +222,30 @@ def test_plan_from_findings():
     for w in e.warns:
         assert "\n" not in w[2] + w[3] and "`cudafix status`" in w[2] and "`cudafix status`" in w[3]
     # the fingerprint after the plan's own corrections is what a child of a corrected process sees
-    assert e.post_fp == hook.fingerprint({"LD_LIBRARY_PATH": "/old", "CUDA_CACHE_MAXSIZE": "4294967296"}, ["p"], ["m"])
-    assert e.fp == hook.fingerprint({"LD_LIBRARY_PATH": "/old"}, ["p"], ["m"])
+    assert e.post_fp == hookfp.fingerprint({"LD_LIBRARY_PATH": "/old", "CUDA_CACHE_MAXSIZE": "4294967296"}, ["p"], ["m"])
+    assert e.fp == hookfp.fingerprint({"LD_LIBRARY_PATH": "/old"}, ["p"], ["m"])
     assert e.fp != e.post_fp
 
 
 def test_fingerprint_sensitivity():
-    base = hook.fingerprint({"CUDA_HOME": "/a"}, ["p"], ["m"])
-    assert base == hook.fingerprint({"CUDA_HOME": "/a", "UNRELATED": "1"}, ["p"], ["m"])
-    assert base != hook.fingerprint({"CUDA_HOME": "/b"}, ["p"], ["m"])
-    assert base != hook.fingerprint({}, ["p"], ["m"])
-    assert hook.fingerprint({"CUDA_HOME": ""}, ["p"], ["m"]) != hook.fingerprint({}, ["p"], ["m"])  # '' is not unset
-    assert base != hook.fingerprint({"CUDA_HOME": "/a"}, ["q"], ["m"])
-    assert base != hook.fingerprint({"CUDA_HOME": "/a"}, ["p"], ["driver=580.95.05\n", "gpus=-"])
+    base = hookfp.fingerprint({"CUDA_HOME": "/a"}, ["p"], ["m"])
+    assert base == hookfp.fingerprint({"CUDA_HOME": "/a", "UNRELATED": "1"}, ["p"], ["m"])
+    assert base != hookfp.fingerprint({"CUDA_HOME": "/b"}, ["p"], ["m"])
+    assert base != hookfp.fingerprint({}, ["p"], ["m"])
+    assert hookfp.fingerprint({"CUDA_HOME": ""}, ["p"], ["m"]) != hookfp.fingerprint({}, ["p"], ["m"])  # '' is not unset
+    assert base != hookfp.fingerprint({"CUDA_HOME": "/a"}, ["q"], ["m"])
+    assert base != hookfp.fingerprint({"CUDA_HOME": "/a"}, ["p"], ["driver=580.95.05\n", "gpus=-"])
 
 
 def test_path_part_sees_torch_install(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    before = hook.path_part([str(a), str(b)])
+    before = hookfp.path_part([str(a), str(b)])
     assert before[-1] == "torch=-"
     (b / "torch").mkdir()
     (b / "torch" / "version.py").write_text("__version__ = '2.5.1'\n")
-    after = hook.path_part([str(a), str(b)])
+    after = hookfp.path_part([str(a), str(b)])
     assert after[-1].startswith("torch=%s:" % (b / "torch" / "version.py"))
     assert after != before
 
@@ -291,4 +292,3 @@ def test_start_module_is_tiny_and_holds_no_state():
 
     assert not hasattr(start, "__getattr__") and not hasattr(start, "state")
     assert sorted(n for n in vars(start) if not n.startswith("__")) == ["_find_spec", "_skip_second_pass", "_started", "run"]
-    assert hook.CudafixWarning is hookplan.CudafixWarning

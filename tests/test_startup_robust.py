@@ -78,11 +78,12 @@ import os, sys
 from cudafix.hook import cache as hookcache
 from cudafix.hook import runtime as hook
 from cudafix.hook import runtime as hookenv
+from cudafix.hook import fingerprint as hookfp
 st = hook.check()
-sys.stdout.write(repr([st.syspath == hookenv.path_part(sys.path[1:]),
-                       st.fp == hookenv.fingerprint(os.environ, st.syspath),
-                       st.fp == hookenv.fingerprint(dict(os.environ), st.syspath),
-                       st.cache_path == os.path.join(hookenv.cache_dir(sys.prefix, os.environ), hookcache.CACHE_FILE)]))
+sys.stdout.write(repr([st.syspath == hookfp.path_part(sys.path[1:]),
+                       st.fp == hookfp.fingerprint(os.environ, st.syspath),
+                       st.fp == hookfp.fingerprint(dict(os.environ), st.syspath),
+                       st.cache_path == os.path.join(hookfp.cache_dir(sys.prefix, os.environ), hookcache.CACHE_FILE)]))
 """
 
 

@@ -3,7 +3,7 @@
 The file is ``<env cache dir>/hook.json`` in the format of every cudafix cache
 (cudafix.store.cachefile: ``{"version": 2, "entries": {key: entry}}``), read and written through
 cudafix.store.safefs (the one trust check).  Here the key is the fingerprint
-(cudafix.hook.runtime.fingerprint) and an entry is::
+(cudafix.hook.fingerprint.fingerprint) and an entry is::
 
     {"post": <fingerprint after the entry's own env corrections>,
      "deps": [[path, stat sig or null], ...],            files whose change makes it stale (safefs.stat_sig)

@@ -4,7 +4,6 @@ At ``import torch`` the hook's check (cudafix/hook/runtime.py) compares a finger
 cache this module writes.  When the cache has no fresh entry, it calls :func:`cold` -- never at
 interpreter start: interpreters that never import torch pay only the finder's installation, and
 torch's own import (seconds) dwarfs the recompute (docs/benchmarks.md).
-``cudafix status`` / activation may call :func:`refresh` to warm it ahead of time.
 
 The recompute never imports torch, never calls cuInit, never touches NVML and never loads
 libcuda (``use_nvml=False, call_driver_api=False``: loading the loader's libcuda.so.1 here would
@@ -27,8 +26,7 @@ import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from cudafix.hook import cache as hookcache
-from cudafix.hook import runtime as hookenv
-from cudafix.hook.runtime import CudafixWarning  # noqa: F401  (re-exported: cudafix.hook.plan.CudafixWarning)
+from cudafix.hook import fingerprint as hookfp
 from cudafix.model.findings import RUNTIME, Finding
 from cudafix.store import safefs
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
@@ -47,7 +45,7 @@ def _in_process_ops(f: Finding) -> List[Tuple[str, str, str, Optional[str]]]:
     if not (fix and fix.auto and fix.scope in ("process", "both")):
         return []
     return [(f.rule, op.op, op.name, op.value) for op in fix.env.ops
-            if op.op in _ENV_OPS and op.name not in hookenv.LOADER_VARS and op.name]
+            if op.op in _ENV_OPS and op.name not in hookfp.LOADER_VARS and op.name]
 
 
 def _preloads(f: Finding, ld_library_path: Optional[str] = None) -> List[Tuple[str, str, str]]:
@@ -100,15 +98,15 @@ def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath
         if f.severity in WARN_SEVERITIES and getattr(f, "scope", RUNTIME) == RUNTIME:
             quiet, fixed, unfixed = warning_lines(f, f_ops, f_pre)
             warns.append((f.rule, quiet, fixed, unfixed))
-    machine = list(hookenv.machine_part() if machine is None else machine)
-    fp = hookenv.fingerprint(environ, syspath_part, machine)
+    machine = list(hookfp.machine_part() if machine is None else machine)
+    fp = hookfp.fingerprint(environ, syspath_part, machine)
     after = dict(environ)
     for _, op, name, value in ops:
         try:
-            hookenv.apply_op(after, op, name, value)
+            hookfp.apply_op(after, op, name, value)
         except Exception:  # noqa: BLE001 - the same op fails the same way in the hook
             pass
-    post_fp = hookenv.fingerprint(after, syspath_part, machine)
+    post_fp = hookfp.fingerprint(after, syspath_part, machine)
     return hookcache.Entry(fp, post_fp, stats=stats, ops=ops, preloads=preloads, warns=warns)
 
 
@@ -150,7 +148,7 @@ def compute(environ: Optional[Mapping[str, str]] = None, syspath_part: Optional[
 
     environ = os.environ if environ is None else environ
     if syspath_part is None:
-        syspath_part = hookenv.path_part()
+        syspath_part = hookfp.path_part()
     snap = snapshot_for_hook(environ) if snapshot is None else snapshot
     # ext-* findings are about modules this process may never import, found by a scan the hook's
     # own snapshot skips: status, check and activation report them, `import torch` does not.
@@ -174,30 +172,13 @@ def write_entry(cache_path: str, entry: hookcache.Entry) -> bool:
     return safefs.write_private(cache_path, hookcache.dump_entries(entries))
 
 
-def cold(st) -> Optional[hookcache.Entry]:
-    """Called by the hook at ``import torch`` when the cache had no fresh entry."""
+def cold(cache_path: Optional[str], syspath_part: Sequence[str]) -> Tuple[hookcache.Entry, str]:
+    """Called by the hook at ``import torch`` when the cache had no fresh entry: the entry, and
+    the line CUDAFIX_DEBUG=1 prints about it."""
     t0 = time.perf_counter()
-    entry = compute(hookenv.loader_environ(os.environ), st.syspath)
+    entry = compute(hookfp.loader_environ(os.environ), syspath_part)
     ms = (time.perf_counter() - t0) * 1000
-    wrote = write_entry(st.cache_path, entry) if st.cache_path else False
-    hookenv.say(st, "checked the CUDA stack in %.0f ms (%d env corrections, %d preloads, %d findings to report); %s"
-              % (ms, len(entry.ops), len(entry.preloads), len(entry.warns),
-                 "cached in %s" % st.cache_path if wrote else "cache not writable: nothing cached"))
-    return entry
-
-
-def refresh(environ: Optional[Mapping[str, str]] = None, snapshot=None) -> Tuple[Optional[str], hookcache.Entry]:
-    """Recompute and cache the entry for this interpreter now (``cudafix status``, activation).
-
-    Uses the sys.path part of the hook's check when it ran in this process (the start's sys.path,
-    saved by the finder), so the entry matches what the next interpreter of this env computes.  Returns (cache path or None, entry).
-    """
-    environ = hookenv.loader_environ(os.environ) if environ is None else environ
-    st = hookenv.state  # None when the check has not run in this process
-    finder = hookenv.find_finder()
-    start_path = getattr(finder, "path", None) if finder is not None else None
-    syspath_part = (st.syspath if st is not None and st.syspath
-                    else hookenv.path_part(start_path if isinstance(start_path, list) else None))
-    entry = compute(environ, syspath_part, snapshot=snapshot)
-    path = os.path.join(hookenv.cache_dir(sys.prefix, environ), hookcache.CACHE_FILE)
-    return (path if write_entry(path, entry) else None), entry
+    wrote = write_entry(cache_path, entry) if cache_path else False
+    return entry, ("checked the CUDA stack in %.0f ms (%d env corrections, %d preloads, %d findings to report); %s"
+                   % (ms, len(entry.ops), len(entry.preloads), len(entry.warns),
+                      "cached in %s" % cache_path if wrote else "cache not writable: nothing cached"))

@@ -3,7 +3,7 @@
 _cudafix_startup (unmarshalled and run at every interpreter start) only installs a finder for the
 name `torch`.  Everything else lives here and runs when that finder sees `import torch`: the
 check (fingerprint -> per-env cache entry (cudafix.hook.cache) -> in-process env corrections),
-the cold recompute when the cache was stale (through cudafix.hook.plan), library preloads by
+the cold recompute when the cache was stale (cudafix.hook.plan, imported then), library preloads by
 absolute path, and the warnings, once per process group.  The check's result lives here, in
 ``state`` (None until the check ran; :func:`check` runs it and returns it).  Files are read and
 written only through cudafix.store.safefs (the one trust check).  It runs at `import torch`, after
@@ -12,25 +12,19 @@ the stdlib is loaded, so it uses the package's own types and tables (the env-var
 import os
 import sys
 
-from cudafix import __version__ as VERSION  # the one copy (the package is imported already)
 from cudafix.hook import cache
-from cudafix.knowledge import env_vars
+from cudafix.hook.fingerprint import (LOADER_VARS, apply_op, cache_dir, exec_loader_vars, fingerprint,
+                                      loader_environ, path_part)
 from cudafix.knowledge.knobs import flag_on  # the one truthiness rule of CUDAFIX_* flags
-from cudafix.model.fixes import EnvOp
-from cudafix.store import paths, safefs
+from cudafix.store import safefs
 
 WARNED_VAR = "CUDAFIX_WARNED"  # rule ids already warned about in this process tree
-LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")  # never changed in-process (docs/hook.md)
 
-# The variables whose value changes cudafix's verdicts (os.environ's bytes keys): the HOOK rows of
-# cudafix/knowledge/env_vars.py.  The policy variables (CUDAFIX_*) are not part of the fingerprint.
-ENV_B = frozenset(n.encode("ascii") for n in env_vars.names(env_vars.HOOK))
+
 
 _NS = type(sys.implementation)  # types.SimpleNamespace
 
-# ENV_NAMES: the variables of the fingerprint, as str (a test keeps them a superset of what
-# cudafix.probes.environment reads)
-ENV_NAMES = tuple(sorted(n.decode("ascii") for n in ENV_B))
+
 
 
 class CudafixWarning(UserWarning):
@@ -41,118 +35,6 @@ state = None  # the check's result in this process (check() sets it once)
 
 
 # -- what the start computes, written plainly  ---------
-
-# The cache's place: cudafix.store.paths (this runs at `import torch`, where importing it costs nothing
-# that matters; the start module computes no path).
-env_key = paths.env_key
-user_cache_dir = paths.user_cache_dir
-
-
-def cache_dir(prefix, environ):
-    return paths.env_cache_dir(prefix, environ)
-
-
-# The loader read LD_LIBRARY_PATH / LD_PRELOAD once, at exec: a script that changes them in
-# os.environ before `import torch` changes nothing for the libraries torch loads.  So the loader
-# simulation (and the fingerprint of what it found) uses the values of the exec-time environment
-# block, /proc/self/environ, not os.environ's (issue 18 item 2).
-def exec_loader_vars():
-    """{name: value or None} of LOADER_VARS at exec; None when /proc/self/environ is unreadable."""
-    try:
-        fd = os.open("/proc/self/environ", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            chunks = []
-            while True:
-                b = os.read(fd, 1 << 16)
-                if not b:
-                    break
-                chunks.append(b)
-        finally:
-            os.close(fd)
-    except OSError:
-        return None
-    out = dict.fromkeys(LOADER_VARS)
-    for item in b"".join(chunks).split(b"\0"):
-        name, eq, value = item.partition(b"=")
-        if eq:
-            n = name.decode("latin-1")
-            if n in out:
-                out[n] = os.fsdecode(value)
-    return out
-
-
-def loader_environ(environ=None):
-    """A copy of ``environ`` (os.environ) whose LOADER_VARS are those the loader used (at exec)."""
-    env = dict(os.environ if environ is None else environ)
-    at_exec = exec_loader_vars()
-    if at_exec is not None:
-        for name, value in at_exec.items():
-            if value is None:
-                env.pop(name, None)
-            else:
-                env[name] = value
-    return env
-
-
-def path_part(sys_path=None):
-    """The sys.path part of the fingerprint: each entry (but the stdlib, its zip and lib-dynload,
-    which never hold torch) with its stat -- installing or removing a package changes its
-    directory's mtime -- and the stat of the first torch/version.py."""
-    parts = []
-    torch = "torch=-"
-    std = os.path.dirname(os.__file__)
-    for entry in sys.path if sys_path is None else sys_path:
-        if not isinstance(entry, str) or entry == std or entry.startswith(std + "/lib-dynload") or entry.endswith(".zip"):
-            continue
-        sig = ":".join(map(str, safefs.stat_sig(entry or ".") or ["-"]))
-        parts.append("path=%s:%s" % (entry, sig))
-        if sig != "-" and torch == "torch=-":
-            vsig = safefs.stat_sig((entry or ".") + "/torch/version.py")
-            if vsig is not None:
-                torch = "torch=%s/torch/version.py:%s" % (entry or ".", ":".join(map(str, vsig)))
-    parts.append(torch)
-    return parts
-
-
-def machine_part():
-    """The driver's version file and the GPUs it lists."""
-    try:
-        fd = os.open("/sys/module/nvidia/version", os.O_RDONLY)
-        try:
-            driver = os.read(fd, 256).decode("latin-1")
-        finally:
-            os.close(fd)
-    except (OSError, ValueError):
-        driver = "-"
-    try:
-        gpus = ",".join(sorted(os.listdir("/proc/driver/nvidia/gpus")))
-    except (OSError, ValueError):
-        gpus = "-"
-    return ["driver=" + driver, "gpus=" + gpus]
-
-
-def fingerprint(environ, syspath_part, machine=None):
-    """Digest of everything an entry's verdicts depend on, for this env mapping.
-
-    The text: the parts (non-empty, without NUL) NUL-separated, NUL NUL, the names of the set
-    ENV_B variables (sorted), NUL NUL, their values as os.environ stores them ('' differs from
-    unset).  The digest: its length and hash() of the text read as an integer, both byte orders:
-    the integer modulo 2**61-1 (sys.hash_info.modulus), computed in C in one pass; unlike hash()
-    of str/bytes, hash() of an int is not salted per process.
-    """
-    data = getattr(environ, "_data", None) if environ is os.environ else None
-    if data is None:  # a plain mapping of str: encoded as os.environ stores its values
-        data = {}
-        for name in ENV_B:
-            v = environ.get(name.decode("ascii"))
-            if v is not None:
-                data[name] = os.fsencode(v)
-    names = sorted(n for n in data if n in ENV_B)
-    head = ["cudafix " + VERSION, sys.version, sys.prefix] + list(machine_part() if machine is None else machine)
-    text = "\0".join(head + list(syspath_part)).encode("utf-8", "surrogateescape")
-    text += b"\0\0" + b"\0".join(names) + b"\0\0" + b"\0".join(data[n] for n in names)
-    return "%x.%x.%x" % (len(text), hash(int.from_bytes(text, "little")), hash(int.from_bytes(text, "big")))
-
 
 # -- CUDAFIX_DEBUG ------------------------------------------------------------------------------
 
@@ -268,10 +150,6 @@ def apply_env(st, entry, environ):  # the entry's in-process corrections that th
                 st.applied.append(op)
             except Exception as exc:  # noqa: BLE001
                 st.failed.append((op, exc))
-
-
-def apply_op(environ, op, name, value):
-    EnvOp(op, name, value).apply(environ)  # ValueError for an op this cudafix does not know
 
 
 def is_import(frame):
@@ -398,9 +276,8 @@ def at_torch_import(st):
         except Exception as exc:  # noqa: BLE001 - a broken install: say nothing unless asked
             say(st, "cudafix package not importable (%s): nothing checked" % type(exc).__name__)
             return
-        entry = hookplan.cold(st)
-        if entry is None:
-            return
+        entry, msg = hookplan.cold(st.cache_path, st.syspath)
+        say(st, msg)
         st.entry = entry
         apply_env(st, entry, environ)
         say_ops(st, entry)
