@@ -185,9 +185,10 @@ def test_eager_env_is_an_env_cause():
 
 
 def test_significance_needs_noise_margin():
-    assert not attribution.significant(0.1, 0.4)
-    assert attribution.significant(0.2, 0.4)
-    assert not attribution.significant(0.5, 10.0)  # under 10% of a 10 s reference
+    # the H200 runs: the default first iteration alone varies 0.38-0.69 s between fresh processes
+    assert not attribution.significant(0.2, 0.4)
+    assert attribution.significant(0.3, 0.4)
+    assert not attribution.significant(1.0, 10.0)  # under 15% of a 10 s reference
     assert not attribution.significant(None, 1.0)
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-NOISE_S = 0.15
-NOISE_FRACTION = 0.10
+NOISE_S = 0.25
+NOISE_FRACTION = 0.15
 
 HEALTHY = "no first-run cost"
 DEGRADED = "first-run cost"
