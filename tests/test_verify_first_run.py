@@ -139,6 +139,23 @@ def test_env_without_torch_is_exit_4(tmp_path):
     assert proc.returncode == 4 and "No module named 'torch'" in proc.stdout
 
 
+def test_built_in_detector_runs_for_real_on_the_cpu(torch_cpu_python, monkeypatch):
+    """The whole runner with real children (CPU device, torch 2.13.0+cpu): every planned case ran in
+    its own process, none wrote JIT output, and nothing of the env costs: healthy."""
+    from cudafix.verify import firstrun
+
+    monkeypatch.delenv("CUDA_MODULE_LOADING", raising=False)
+    lines = []
+    rep = firstrun.first_run(python=str(torch_cpu_python), batch=1, imgsz=32, iters=2, with_compile=False,
+                             device="cpu", progress=lines.append)
+    assert lines[0] == "cudafix verify --first-run: 4 runs of the built-in detector, each a fresh process"
+    assert sorted(rep["runs"]) == ["benchmark", "cold", "loading", "warm"]
+    assert all(r[0]["torch"] == "2.13.0+cpu" and r[0]["first_iter_s"] > 0 for r in rep["runs"].values())
+    assert rep["runs"]["loading"][0]["env"]["CUDA_MODULE_LOADING"] == "EAGER"
+    assert rep["runs"]["benchmark"][0]["benchmark"] is True
+    assert rep["verdict"] == attribution.HEALTHY and rep["exit_code"] == 0
+
+
 def _recorded(name: str) -> dict:
     path = FIX / name
     if not path.exists():

@@ -17,6 +17,7 @@ stops the check (exit 2: cudafix could not complete it).  All caches are temp di
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -97,7 +98,7 @@ def run_command(cmd: Sequence[str], repeat: int = 1, timeout: float = 3600.0,
     plan = plan_runs(base, repeat)
     flipped = flips(base)
     progress("cudafix verify --first-run: will run `%s` %d times (%s)" % (
-        " ".join(cmd), len(plan), ", ".join(n for n, r in plan if r == 0) + (" x%d" % repeat if repeat > 1 else "")))
+        " ".join(shlex.quote(a) for a in cmd), len(plan), ", ".join(n for n, r in plan if r == 0) + (" x%d" % repeat if repeat > 1 else "")))
     walls: Dict[str, List[float]] = {}
     runs: List[Dict[str, Any]] = []
     growth = 0
@@ -154,7 +155,7 @@ def render_text(rep: Dict[str, Any], modules: Sequence[str] = ()) -> str:
         name = c["name"]
         if c["id"] == "ptx-jit" and modules:
             name = "PTX JIT of %s" % ", ".join(modules)
-        out.append("  %-22s %+6.2f s  %s of it is %s (fix: %s)" % (c["id"], c["seconds"], "%.2f s" % c["seconds"], name, c["fix"]))
+        out.append("  %-22s %.2f s of it is %s (fix: %s)" % (c["id"], c["seconds"], name, c["fix"]))
     if rep["verdict"] == attribution.HEALTHY:
         out.append("no first-run cost found in the env's switches")
     return "\n".join(out)
