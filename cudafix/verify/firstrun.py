@@ -134,7 +134,20 @@ def first_run(python: Optional[str] = None, batch: int = 8, imgsz: int = 640, ha
                                          "iters": iters, "compile": with_compile, "device": device,
                                          "env_module_loading": env_loading or None},
                               "findings": findings, "modules": modules}
-    probe = run_child(python, ["--load-only", "--device", device], dict(base_env, PYTHONUNBUFFERED="1"), timeout)
+    tmp = tempfile.mkdtemp(prefix="cudafix-firstrun-")
+    try:
+        return _run_all(python, batch, imgsz, half, repeat, with_compile, iters, timeout, device, progress,
+                        report, modules, base_env, env_loading, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_all(python: str, batch: int, imgsz: int, half: bool, repeat: int, with_compile: bool, iters: int,
+             timeout: float, device: str, progress: Callable[[str], None], report: Dict[str, Any], modules: List[str],
+             base_env: Dict[str, str], env_loading: str, tmp: str) -> Dict[str, Any]:
+    # even the probe's one kernel runs on a temp JIT cache: the user's cache is never written
+    probe = run_child(python, ["--load-only", "--device", device],
+                      dict(base_env, PYTHONUNBUFFERED="1", CUDA_CACHE_PATH=os.path.join(tmp, "probe")), timeout)
     if probe.get("torch_import_error") or "torch" not in probe:
         report.update(verdict="no torch", exit_code=4, reasons=["import torch failed: %s" % probe.get(
             "torch_import_error", probe.get("child_error", "torch is not installed in this env"))])
@@ -147,21 +160,17 @@ def first_run(python: Optional[str] = None, batch: int = 8, imgsz: int = 640, ha
     plan = plan_runs(repeat, with_compile, modules)
     progress("cudafix verify --first-run: %d runs of the built-in detector, each a fresh process" % len(plan))
     variants: Dict[str, List[Dict[str, Any]]] = {}
-    tmp = tempfile.mkdtemp(prefix="cudafix-firstrun-")
-    try:
-        for i, (name, rep) in enumerate(plan):
-            dirs = {"jit": os.path.join(tmp, "jit%d" % rep), "modjit": os.path.join(tmp, "modjit%d" % rep),
-                    "inductor": os.path.join(tmp, "inductor%d" % rep)}
-            for d in dirs.values():
-                os.makedirs(d, exist_ok=True)
-            progress("  [%d/%d] %s" % (i + 1, len(plan), name))
-            out = run_child(python, _child_args(name, batch, imgsz, half, iters, modules, device),
-                            _child_env(base_env, name, dirs, env_loading), timeout)
-            if out.get("child_error") or out.get("run_error"):
-                raise FirstRunError("the %s run failed: %s" % (name, out.get("child_error") or out.get("run_error")))
-            variants.setdefault(name, []).append(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    for i, (name, rep) in enumerate(plan):
+        dirs = {"jit": os.path.join(tmp, "jit%d" % rep), "modjit": os.path.join(tmp, "modjit%d" % rep),
+                "inductor": os.path.join(tmp, "inductor%d" % rep)}
+        for d in dirs.values():
+            os.makedirs(d, exist_ok=True)
+        progress("  [%d/%d] %s" % (i + 1, len(plan), name))
+        out = run_child(python, _child_args(name, batch, imgsz, half, iters, modules, device),
+                        _child_env(base_env, name, dirs, env_loading), timeout)
+        if out.get("child_error") or out.get("run_error"):
+            raise FirstRunError("the %s run failed: %s" % (name, out.get("child_error") or out.get("run_error")))
+        variants.setdefault(name, []).append(out)
     att = attribution.attribute(variants, env_loading, [os.path.basename(m) for m in modules])
     report.update(att)
     report.update(exit_code=attribution.EXIT_CODES[att["verdict"]], torch=probe.get("torch"),
