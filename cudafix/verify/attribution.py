@@ -18,11 +18,11 @@ HEALTHY = "no first-run cost"
 DEGRADED = "first-run cost"
 EXIT_CODES = {HEALTHY: 0, DEGRADED: 1}
 
-FIX_WARM = "cudafix warm"
-FIX_BENCHMARK = "torch.backends.cudnn.benchmark = False, or fixed input shapes (every new shape is tuned again)"
+FIX_WARM = "`cudafix warm` (and a JIT cache big enough to keep its output: `cudafix status` says)"
+FIX_BENCHMARK = "`torch.backends.cudnn.benchmark = False` in the program, or fixed input shapes (every new shape is tuned again)"
 FIX_COMPILE = ("keep TORCHINDUCTOR_CACHE_DIR (and TRITON_CACHE_DIR) on a disk that survives between runs, "
                "or leave torch.compile off for short runs")
-FIX_LAZY = "unset CUDA_MODULE_LOADING (LAZY is the default since CUDA 11.7)"
+FIX_LAZY = "`unset CUDA_MODULE_LOADING` (lazy loading is the default on Linux since CUDA 12.2; torch sets LAZY itself since 1.13)"
 
 
 def best(runs: Sequence[Dict[str, Any]], key: str) -> Optional[float]:

@@ -30,9 +30,9 @@ from cudafix.verify import attribution
 SWITCHES: Dict[str, Tuple[str, Optional[str], str, str]] = {
     "CUDA_MODULE_LOADING": ("EAGER", "LAZY", "CUDA_MODULE_LOADING=EAGER", attribution.FIX_LAZY),
     "CUDA_LAUNCH_BLOCKING": ("1", None, "CUDA_LAUNCH_BLOCKING=1 (every launch waits for the GPU)",
-                             "unset CUDA_LAUNCH_BLOCKING (a debugging setting)"),
+                             "`unset CUDA_LAUNCH_BLOCKING` (a debugging setting)"),
     "TORCHINDUCTOR_FORCE_DISABLE_CACHES": ("1", None, "TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 (every start recompiles)",
-                                           "unset TORCHINDUCTOR_FORCE_DISABLE_CACHES"),
+                                           "`unset TORCHINDUCTOR_FORCE_DISABLE_CACHES`"),
 }
 
 
