@@ -1,27 +1,114 @@
-"""`cudafix verify`: is the GPU really used?  See cudafix/verify/__init__.py for the verdicts and exit codes."""
+"""`cudafix verify`: is the GPU really used?  See cudafix/verify/__init__.py for the verdicts and exit codes.
+
+`--first-run` (cudafix/verify/firstrun.py, cmdrun.py) attributes the first run's cost, of the built-in
+detector or of `-- CMD ARGS...`; `--nccl` (cudafix/verify/nccl.py) checks NCCL collectives.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Optional
+from typing import Optional, Tuple
 
 import click
 
 from cudafix import verify as _verify
 
 
-@click.command("verify")
+def _bad(msg: str) -> None:
+    click.echo("cudafix verify: %s" % msg, err=True)
+    sys.exit(2)
+
+
+def _progress(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _first_run(python: Optional[str], cmd: Tuple[str, ...], batch: Optional[int], imgsz: Optional[int], half: bool,
+               repeat: int, no_compile: bool, as_json: bool, timeout: int) -> None:
+    from cudafix.verify import cmdrun, firstrun
+
+    if cmd:
+        if batch is not None or imgsz is not None or half or no_compile:
+            _bad("--batch, --imgsz, --half and --no-compile set up the built-in model; they do not apply to -- CMD")
+        if python is not None:
+            _bad("--python does not apply to -- CMD (the command runs as given)")
+        try:
+            rep = cmdrun.run_command(list(cmd), repeat=repeat, timeout=float(timeout), progress=_progress)
+        except cmdrun.CommandFailed as exc:
+            click.echo("cudafix verify: %s" % exc, err=True)
+            for line in exc.tail:
+                click.echo("  | %s" % line, err=True)
+            sys.exit(2)
+        findings, modules = firstrun.status_context(sys.executable)
+        rep["findings"] = findings
+        click.echo(json.dumps(rep, indent=2) if as_json else cmdrun.render_text(rep, [m.rsplit("/", 1)[-1] for m in modules]))
+        sys.exit(rep["exit_code"])
+    batch = 8 if batch is None else batch
+    imgsz = 640 if imgsz is None else imgsz
+    if batch < 1 or batch > 1024:
+        _bad("--batch must be 1..1024, not %d" % batch)
+    if imgsz < 32 or imgsz > 4096 or imgsz % 32:
+        _bad("--imgsz must be a multiple of 32 in 32..4096 (the detector's stride is 32), not %d" % imgsz)
+    try:
+        rep = firstrun.first_run(python=python, batch=batch, imgsz=imgsz, half=half, repeat=repeat,
+                                 with_compile=not no_compile, timeout=float(timeout), progress=_progress)
+    except firstrun.FirstRunError as exc:
+        _bad(str(exc))
+    click.echo(json.dumps(rep, indent=2) if as_json else firstrun.render_text(rep))
+    sys.exit(rep["exit_code"])
+
+
+def _nccl(python: Optional[str], as_json: bool, timeout: int) -> None:
+    from cudafix.verify import nccl
+
+    try:
+        rep = nccl.verify_nccl(python=python, timeout=float(timeout))
+    except nccl.NcclError as exc:
+        _bad(str(exc))
+    click.echo(json.dumps(rep, indent=2) if as_json else nccl.render_text(rep))
+    sys.exit(rep["exit_code"])
+
+
+@click.command("verify", context_settings={"ignore_unknown_options": False})
 @click.option("--python", "python", default=None, metavar="PATH",
               help="Interpreter of the env to check (default: this one).")
 @click.option("--quick", is_flag=True, help="Small sizes: finishes in well under 10 s on a healthy GPU.")
+@click.option("--first-run", "first_run", is_flag=True,
+              help="Attribute the first run's cost (JIT, cudnn.benchmark, module loading, torch.compile) by "
+                   "measurement: of a built-in YOLO-shaped detector, or of `-- CMD ARGS...`.")
+@click.option("--batch", type=int, default=None, help="--first-run: batch size of the built-in detector (default 8).")
+@click.option("--imgsz", type=int, default=None, help="--first-run: image size, a multiple of 32 (default 640).")
+@click.option("--half", is_flag=True, help="--first-run: run the built-in detector in fp16.")
+@click.option("--repeat", type=click.IntRange(1, 10), default=1, show_default=True,
+              help="--first-run: run each case this many times (the minimum counts).")
+@click.option("--no-compile", "no_compile", is_flag=True, help="--first-run: skip the torch.compile cases.")
+@click.option("--nccl", is_flag=True, help="NCCL all-reduce/all-gather across the local GPUs: bandwidth, transport, verdict.")
 @click.option("--json", "as_json", is_flag=True, help="Print the measurements and verdict as JSON.")
-@click.option("--timeout", default=600, show_default=True, help="Seconds before the check is abandoned.")
-def verify_cmd(python: Optional[str], quick: bool, as_json: bool, timeout: int) -> None:
+@click.option("--timeout", default=600, show_default=True, help="Seconds before a check (or one run) is abandoned.")
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
+def verify_cmd(python: Optional[str], quick: bool, first_run: bool, batch: Optional[int], imgsz: Optional[int], half: bool,
+               repeat: int, no_compile: bool, nccl: bool, as_json: bool, timeout: int, cmd: Tuple[str, ...]) -> None:
     """Import torch in a child process and measure whether the GPU is really used.
 
     Exit codes: 0 GPU used, 1 degraded, 2 cudafix could not run, 3 CPU fallback, 4 no torch.
+    With --first-run: 0 no first-run cost beyond context creation, 1 a first-run cost in the env,
+    2 could not run (or the command failed), 3 CPU fallback, 4 no torch.
     """
+    if cmd and not first_run:
+        _bad("a command (%s) is only taken with --first-run: cudafix verify --first-run -- CMD ARGS..." % cmd[0])
+    if first_run and (quick or nccl):
+        _bad("--first-run cannot be combined with %s" % ("--quick" if quick else "--nccl"))
+    if not first_run and (batch is not None or imgsz is not None or half or no_compile or repeat != 1):
+        _bad("--batch, --imgsz, --half, --repeat and --no-compile need --first-run")
+    if timeout < 1:
+        _bad("--timeout must be at least 1 second")
+    if first_run:
+        _first_run(python, cmd, batch, imgsz, half, repeat, no_compile, as_json, timeout)
+    if nccl:
+        if quick:
+            _bad("--nccl cannot be combined with --quick")
+        _nccl(python, as_json, timeout)
     try:
         result = _verify.verify(python=python, quick=quick, timeout=float(timeout))
     except _verify.VerifyError as exc:

@@ -13,6 +13,7 @@ Modules:
 - :mod:`cudafix.knowledge.alloc_syntax` — how each torch parser generation splits and checks
   PYTORCH_CUDA_ALLOC_CONF (proved against torch's own parser: docs/alloc-conf.md).
 - :mod:`cudafix.knowledge.gpu_peaks` — nominal peak throughput (for ``cudafix verify``).
+- :mod:`cudafix.knowledge.interconnect` — NVLink / PCIe bandwidth per direction (for ``cudafix verify --nccl``).
 - :mod:`cudafix.knowledge.env_vars` — the environment variables cudafix reads, who reads them,
   and the ones activation manages (docs/env-vars.md).
 
