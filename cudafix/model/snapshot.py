@@ -26,6 +26,18 @@ def _field_dict() -> Dict[str, str]:
 
 
 @dataclasses.dataclass
+class FwdCompatNote:
+    """A libcuda's own ``.note.cuda.fwd_compatibility`` ELF note (owner "NVIDIA Corporation"):
+    which kernel-module branches this library runs on as a forward-compat copy."""
+
+    path: str  # the libcuda file it was read from (realpath)
+    format: Optional[int] = None  # the note's "format"
+    cuda_version: Optional[str] = None  # its "CUDA version" ("13.0")
+    driver: List[int] = dataclasses.field(default_factory=list)  # kernel-module branches it supports (535, 550, ...)
+    device: List[int] = dataclasses.field(default_factory=list)  # recorded as written; its numbering is not documented
+
+
+@dataclasses.dataclass
 class DriverInfo:
     """The NVIDIA driver: kernel module, user-space libcuda, and the CUDA version it supports."""
 
@@ -35,6 +47,8 @@ class DriverInfo:
     cuda_version: Optional[int] = None  # cuDriverGetVersion without cuInit: 13000 = CUDA 13.0
     nvml_version: Optional[str] = None  # libnvidia-ml.so.<ver>, when found
     compat_libcuda: List[str] = dataclasses.field(default_factory=list)  # cuda-compat copies on the loader path
+    # the picked libcuda's .note.cuda.fwd_compatibility; None: not read (see unknown["libcuda_fwd_note"])
+    libcuda_fwd_note: Optional[FwdCompatNote] = None
     wsl: bool = False
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
