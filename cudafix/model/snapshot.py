@@ -281,6 +281,7 @@ class ExtensionModule:
     cudart: Optional[str] = None  # CUDA major it was built against: "13" (DT_NEEDED libcudart.so.13)
     cudart_linkage: str = ""  # "shared" | "static" | "none" ("" = unknown)
     cudart_via: str = ""
+    cudart_version: Optional[int] = None  # a static runtime's CUDART_VERSION (13000 = 13.0), read from its code
     torch_linked: bool = False  # DT_NEEDED names libc10 / libtorch* (its torch symbols are checked)
     torch_symbols_checked: int = 0  # how many torch symbols were looked up
     missing_torch_symbols: List[str] = dataclasses.field(default_factory=list)  # first few, loader order, mangled
