@@ -261,6 +261,10 @@ class NodeInfo:
     node_id: Optional[str] = None  # the engine's own id: SLURMD_NODENAME, Ray's node id, the k8s node name
     net_interfaces: Optional[List[str]] = None  # /sys/class/net (NCCL_SOCKET_IFNAME names these)
     ib_devices: Optional[List[str]] = None  # /sys/class/infiniband (NCCL_IB_HCA names these)
+    # what NCCL can really use (None: not probed, e.g. an older snapshot): interfaces with an
+    # IPv4/IPv6 address that are running (getifaddrs, as NCCL); active RDMA ports "mlx5_0:1"
+    socket_interfaces: Optional[List[str]] = None
+    ib_ports: Optional[List[str]] = None
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
