@@ -28,13 +28,12 @@ def check_nccl_shadowed(snap: Snapshot) -> Iterable[Outcome]:
 
 
 def nccl_inert(snap: Snapshot) -> Optional[str]:
-    """Why NCCL_* settings change nothing for this env's torch, or None: a CPU build has no NCCL,
-    and a torch whose libraries load no libnccl (resolutions recorded) runs no NCCL collective."""
+    """Why NCCL_* settings change nothing for this env's torch, or None: a CPU build has no NCCL.
+    (A CUDA build whose libraries name no libnccl may still carry NCCL linked in statically, as
+    the torch 1.x wheels did: not inert.)"""
     t = snap.primary_torch
-    if t is not None and not t.cuda and not getattr(t, "hip", None):
+    if t is not None and not t.cuda and not t.hip:
         return "torch %s is a CPU build: it has no NCCL, NCCL_* variables change nothing" % (t.version or t.dist.version)
-    if t is not None and snap.libraries.resolutions and not any(is_nccl(r.soname) for r in snap.libraries.resolutions):
-        return "torch loads no NCCL library: NCCL_* variables change nothing"
     return None
 
 
