@@ -33,7 +33,8 @@ def make_fleet(n: int, alter: Optional[Dict[int, Alter]] = None) -> Dict[str, di
     for i in range(1, n + 1):
         d = copy.deepcopy(b)
         d["node"] = {"hostname": node_name(i), "engine": "slurm", "node_id": node_name(i),
-                     "net_interfaces": ["eth0", "ib0", "lo"], "ib_devices": ["mlx5_0"]}
+                     "net_interfaces": ["eth0", "ib0", "lo"], "ib_devices": ["mlx5_0"],
+                     "socket_interfaces": ["eth0", "ib0", "lo"], "ib_ports": ["mlx5_0:1"]}
         if alter and i in alter:
             alter[i](d)
         out[node_name(i)] = d

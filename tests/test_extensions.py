@@ -116,7 +116,10 @@ def test_device_code_and_runtime_match_cuobjdump_and_readelf(plain_modules, name
     if needed:
         assert facts["cudart_linkage"] == "shared" and facts["cudart"] == needed[0].split(".so.")[1].split(".")[0]
     else:
-        assert name.endswith("static") and facts["cudart_linkage"] == "static" and facts["cudart"] is None
+        # the static runtime's version: the toolkit that built it (nvcc --version), not cudafix
+        rel = re.search(r"release (\d+)\.(\d+)", subprocess.run([_nvcc(), "--version"], capture_output=True, text=True).stdout)
+        assert name.endswith("static") and facts["cudart_linkage"] == "static"
+        assert facts["cudart_version"] == int(rel.group(1)) * 1000 + int(rel.group(2)) * 10 and facts["cudart"] == rel.group(1)
 
 
 def test_compressed_fatbin_really_compressed(plain_modules):

@@ -144,7 +144,9 @@ def test_slurm_fleet_names_the_node_whose_tasks_differ(slurm):
     assert doc["groups"][0]["nodes"] == ["node1", "node2"]
     [o] = doc["outliers"]
     assert o["node"] == "node3" and o["differs"] == {"env NCCL_SOCKET_IFNAME": {"node": "ens-absent0", "majority": "(unset)"}}
-    assert {f["rule"]: f["nodes"] for f in doc["findings"]}["nccl-interface-missing"] == ["node3"]
+    # torch-cpu is a CPU build: it has no NCCL, so NCCL_SOCKET_IFNAME changes nothing there (issue 21);
+    # the differing variable is still reported, as an outlier
+    assert "nccl-interface-missing" not in {f["rule"] for f in doc["findings"]}
 
 
 def test_slurm_prolog_drains_a_node_that_fails_the_check(slurm):

@@ -17,7 +17,7 @@ def test_collect_env_keeps_empty_and_drops_unrelated():
 
 
 def test_cache_maxsize():
-    assert envp.parse_cache_maxsize(None) == (268435456, None)
+    assert envp.parse_cache_maxsize(None) == (None, envp.CACHE_DEFAULT_NOTE)  # the default's size: unknown
     assert envp.parse_cache_maxsize("1073741824") == (1073741824, None)
     assert envp.parse_cache_maxsize(str(10 ** 12)) == (4294967296, None)
     size, why = envp.parse_cache_maxsize("1G")
@@ -39,7 +39,7 @@ def test_jit_cache_default_path_not_yet_created(tmp_path):
     jc = envp.probe_jit_cache({"HOME": str(tmp_path), "CUDA_CACHE_DISABLE": "1"})
     assert jc.path == str(tmp_path / ".nv" / "ComputeCache")
     assert jc.disabled is True and jc.used_bytes == 0 and jc.writable is True
-    assert jc.maxsize == 268435456 and jc.maxsize_via == "driver default" and "unconfirmed" in jc.unknown["maxsize_default"]
+    assert jc.maxsize is None and jc.maxsize_via == "driver default" and "size unknown" in jc.unknown["maxsize_default"]
 
 
 def test_jit_cache_bad_values(tmp_path):

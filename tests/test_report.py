@@ -151,7 +151,7 @@ def test_sections_in_order_and_facts_shown():
     assert "use /usr/local/cuda-12.1" in text and "(CUDA_HOME)" in text
     assert "nvidia-nvjitlink-cu12 12.4.127" in text
     assert "CUDA_VISIBLE_DEVICES=''" in text  # empty, not unset: it must stay visible
-    assert "max: driver default (1 GiB per NVIDIA's current docs, 256 MiB per older ones)" in text
+    assert "max: driver default, size unknown: 1 GiB per NVIDIA's current docs (desktop/server), 256 MiB per older ones" in text
     assert "maxsize default" not in text  # issue 16: no 'unknown' line on every machine for it
 
 

@@ -52,6 +52,10 @@ CACHE_UNWRITABLE = {"env.CUDA_CACHE_PATH": "/.nv/ComputeCache", "jit_cache.path"
                     "jit_cache.writable": False}  # dl-container-registry/furnari-flow#3: no writable cache dir
 # The H200 recording predates the node probe: the same machine as an eth0 node (its NCCL devices stated)
 H200_ON_ETH0 = dict(load_base(H200), node={"net_interfaces": ["eth0", "lo"], "ib_devices": []})
+TORCHVISION_NVJPEG_READ = load_base("snapshots/ext_torchvision_h200.json")
+for _m in TORCHVISION_NVJPEG_READ["extensions"]["modules"]:
+    if _m["path"].endswith("/libnvjpeg.36e11081.so.13"):
+        _m.update(cudart_version=13000, cudart="13")
 BUILT = {  # name -> (base, overrides)
     "h200 recorded": (H200, {}),
     "h200 + compat libcuda first": (H200, H200_COMPAT_FIRST),
@@ -70,6 +74,9 @@ BUILT = {  # name -> (base, overrides)
     # NCCL (docs/fleet.md): interface names from NCCL's docs; the recording has no node section
     "h200 + NCCL_SOCKET_IFNAME=ens on an eth0 node": (H200_ON_ETH0, {"env.NCCL_SOCKET_IFNAME": "ens"}),
     "h200 + NCCL_P2P_DISABLE=1": (H200, {"env.NCCL_P2P_DISABLE": "1"}),
+    # recorded before the static runtime's version was read: libnvjpeg's, as read from that very
+    # file (CUDA 13.0; tests/test_cudart_static.py checks it against its SONAME's CUDA major)
+    "torchvision + its nvjpeg's static runtime read": (TORCHVISION_NVJPEG_READ, {}),
     "h200 + NCCL_DEBUG=INFO": (H200, {"env.NCCL_DEBUG": "INFO"}),
     # a site NCCL 2.18.1 first on LD_LIBRARY_PATH of a conda-style torch (RUNPATH: LD_LIBRARY_PATH wins)
     "h200 + a site NCCL 2.18.1 shadows torch's": (H200, {
@@ -166,6 +173,7 @@ EXPECT = {
     # issue 14: recorded on the H200: a torch extension built PTX-only (TORCH_CUDA_ARCH_LIST="7.5+PTX")
     "h200_ext_ptx_jit.json": {"ext-ptx-jit": ("warning", ["compute_75", "sm_90", "1 MiB"], False)},
     "ext_torchvision_h200.json": {},
+    "torchvision + its nvjpeg's static runtime read": {},
     # healthy counterparts
     "h200 recorded": {},  # `cudafix check --strict` there: 0 errors, 0 warnings (docs/gpu-raw/h200-status.txt)
     "onediff_driver_ok.json": {},

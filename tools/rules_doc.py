@@ -55,6 +55,9 @@ def render(registry: Optional[Sequence] = None) -> str:
             lines.append("")
         lines.append("**Evidence used.** %s" % r.evidence_used)
         lines.append("")
+        if getattr(r, "severity_basis", ""):
+            lines.append("**Why this severity.** %s" % r.severity_basis)
+            lines.append("")
         scope = getattr(r, "scope", "runtime")
         if r.id.startswith("fleet-"):
             lines.append("**Judged** across nodes by `cudafix fleet` (docs/fleet.md), never on one snapshot.")

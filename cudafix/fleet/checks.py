@@ -23,6 +23,7 @@ FLEET_RULES = (
         evidence_used="the libnccl.so.2 version each node's torch would load (loader simulation), compared across nodes",
         fix_text="give every node the same NCCL: the one torch ships (remove foreign NCCL from LD_LIBRARY_PATH: rule nccl-shadowed), the same image.",
         sources=(kn.TROUBLESHOOTING_DOC,),
+        severity_basis="error, cited, not measured (no multi-node cluster here): ranks must run one NCCL protocol (NCCL's troubleshooting guide); a node on another NCCL than torch's own is also nccl-shadowed, whose import failure was measured (tests/test_fleet.py).",
     ),
     Rule(
         id="fleet-torch-mismatch",

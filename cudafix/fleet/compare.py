@@ -100,6 +100,8 @@ def node_facts(data: dict) -> Dict[str, str]:
     else:
         facts["torch"] = facts["torch CUDA"] = "none"
     facts["NCCL"] = _resolved_version(data, "libnccl.so")
+    if isinstance(torch, dict) and not torch.get("cuda") and not torch.get("hip"):
+        facts["NCCL"] = "none"  # a CPU build has no NCCL: known, not "could not tell"
     facts["cuDNN"] = _resolved_version(data, "libcudnn.so.")
     for k, v in sorted((data.get("env") or {}).items()):
         if k.startswith(AGREE_ENV_PREFIXES) or k in AGREE_ENV_NAMES:

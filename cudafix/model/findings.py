@@ -99,6 +99,8 @@ class Rule:
     evidence_used: str = ""
     fix_text: str = ""
     sources: Tuple[str, ...] = ()
+    # why each severity it gives is what happens to the user: what was measured or cited
+    severity_basis: str = ""
     # The probes (snapshot sections) whose facts the rule needs: when one of them failed
     # (snapshot.probe_errors) the runner answers `unknown` with the probe's error, never `ok`.
     # Names: driver, gpus, hardware, node, torch, torchvision, toolkits, libraries, extensions, jit_cache,

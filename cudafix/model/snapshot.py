@@ -26,6 +26,18 @@ def _field_dict() -> Dict[str, str]:
 
 
 @dataclasses.dataclass
+class FwdCompatNote:
+    """A libcuda's own ``.note.cuda.fwd_compatibility`` ELF note (owner "NVIDIA Corporation"):
+    which kernel-module branches this library runs on as a forward-compat copy."""
+
+    path: str  # the libcuda file it was read from (realpath)
+    format: Optional[int] = None  # the note's "format"
+    cuda_version: Optional[str] = None  # its "CUDA version" ("13.0")
+    driver: List[int] = dataclasses.field(default_factory=list)  # kernel-module branches it supports (535, 550, ...)
+    device: List[int] = dataclasses.field(default_factory=list)  # recorded as written; its numbering is not documented
+
+
+@dataclasses.dataclass
 class DriverInfo:
     """The NVIDIA driver: kernel module, user-space libcuda, and the CUDA version it supports."""
 
@@ -35,6 +47,8 @@ class DriverInfo:
     cuda_version: Optional[int] = None  # cuDriverGetVersion without cuInit: 13000 = CUDA 13.0
     nvml_version: Optional[str] = None  # libnvidia-ml.so.<ver>, when found
     compat_libcuda: List[str] = dataclasses.field(default_factory=list)  # cuda-compat copies on the loader path
+    # the picked libcuda's .note.cuda.fwd_compatibility; None: not read (see unknown["libcuda_fwd_note"])
+    libcuda_fwd_note: Optional[FwdCompatNote] = None
     wsl: bool = False
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
@@ -247,6 +261,10 @@ class NodeInfo:
     node_id: Optional[str] = None  # the engine's own id: SLURMD_NODENAME, Ray's node id, the k8s node name
     net_interfaces: Optional[List[str]] = None  # /sys/class/net (NCCL_SOCKET_IFNAME names these)
     ib_devices: Optional[List[str]] = None  # /sys/class/infiniband (NCCL_IB_HCA names these)
+    # what NCCL can really use (None: not probed, e.g. an older snapshot): interfaces with an
+    # IPv4/IPv6 address that are running (getifaddrs, as NCCL); active RDMA ports "mlx5_0:1"
+    socket_interfaces: Optional[List[str]] = None
+    ib_ports: Optional[List[str]] = None
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
@@ -267,6 +285,7 @@ class ExtensionModule:
     cudart: Optional[str] = None  # CUDA major it was built against: "13" (DT_NEEDED libcudart.so.13)
     cudart_linkage: str = ""  # "shared" | "static" | "none" ("" = unknown)
     cudart_via: str = ""
+    cudart_version: Optional[int] = None  # a static runtime's CUDART_VERSION (13000 = 13.0), read from its code
     torch_linked: bool = False  # DT_NEEDED names libc10 / libtorch* (its torch symbols are checked)
     torch_symbols_checked: int = 0  # how many torch symbols were looked up
     missing_torch_symbols: List[str] = dataclasses.field(default_factory=list)  # first few, loader order, mangled

@@ -15,6 +15,7 @@ import re
 from typing import List, Mapping, Optional, Tuple
 
 from cudafix.probes.host import join_root, read_text
+from cudafix.probes.fwdnote import read_fwd_note
 from cudafix.model.snapshot import DriverInfo
 
 _VERSION = r"\d+\.\d+(?:\.\d+)*"
@@ -216,6 +217,12 @@ def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_
             info.found_via["libcuda_version"] = "file name %s" % os.path.basename(real)
         else:
             info.unknown["libcuda_version"] = "file name %s carries no driver version" % os.path.basename(real)
+        note, why = read_fwd_note(real)
+        if note is not None:
+            info.libcuda_fwd_note = note
+            info.found_via["libcuda_fwd_note"] = "ELF note .note.cuda.fwd_compatibility of %s" % real
+        else:
+            info.unknown["libcuda_fwd_note"] = why or "unknown"
         if call_driver_api:
             cv, why = query_driver_cuda_version(path)
             if cv is not None:

@@ -56,6 +56,7 @@ class Section:
     addr: int
     offset: int  # file offset
     size: int
+    align: int = 0  # sh_addralign (note entries are padded to it)
 
 
 @dataclasses.dataclass
@@ -156,6 +157,29 @@ def read_elf(path: str, with_sections: bool = True, with_dynamic: bool = True) -
         os.close(fd)
 
 
+def read_section(path: str, name: str, limit: int = 1 << 16) -> Tuple[Optional[bytes], Optional[ElfFile], Optional[str]]:
+    """The bytes of section ``name`` (at most ``limit``), its file, or ``(None, elf, reason)``.  Never raises."""
+    try:
+        fd, st = open_regular(path)
+    except ElfError as exc:
+        return None, None, str(exc)
+    try:
+        r = _Reader(fd, st.st_size, path)
+        elf = _parse(r, True, False)
+        sec = elf.sections.get(name)
+        if sec is None or sec.type == SHT_NOBITS:
+            return None, elf, "no %s section" % name
+        if sec.size > limit:
+            return None, elf, "%s is %d bytes (more than %d)" % (name, sec.size, limit)
+        return r.read(sec.offset, sec.size, name), elf, None
+    except ElfError as exc:
+        return None, None, str(exc)
+    except (OSError, struct.error, ValueError, OverflowError, MemoryError) as exc:
+        return None, None, "unreadable ELF: %s" % exc
+    finally:
+        os.close(fd)
+
+
 def _parse(r: _Reader, with_sections: bool, with_dynamic: bool) -> ElfFile:
     if r.size < 16:
         raise ElfError("not an ELF file (%d bytes)" % r.size)
@@ -222,13 +246,13 @@ def _sections(r: _Reader, is64: bool, end: str, shoff: int, shentsize: int, shnu
     names = r.read(strsec[4], strsec[5], "section name table")
     out: Dict[str, Section] = {}
     for ent in raw:
-        name_off, stype, _fl, addr, off, size = ent[0], ent[1], ent[2], ent[3], ent[4], ent[5]
+        name_off, stype, _fl, addr, off, size, align = ent[0], ent[1], ent[2], ent[3], ent[4], ent[5], ent[8]
         if name_off >= len(names):
             continue
         stop = names.find(b"\0", name_off)
         name = names[name_off : stop if stop >= 0 else len(names)].decode("utf-8", "surrogateescape")
         if name and name not in out:
-            out[name] = Section(name=name, type=stype, addr=addr, offset=off, size=size)
+            out[name] = Section(name=name, type=stype, addr=addr, offset=off, size=size, align=align)
     return out
 
 

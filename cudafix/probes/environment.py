@@ -18,12 +18,10 @@ VARIABLES = env_vars.names(env_vars.PROBE)
 # Any other variable with these prefixes is recorded too (CUDA reads more than it documents).
 PREFIXES = env_vars.PROBE_PREFIXES
 
-# CUDA_CACHE_MAXSIZE's bounds: cudafix/knowledge/jit_cache.py.  The effective default recorded
-# here is the floor both editions of NVIDIA's table guarantee, with the alternative noted.
+# CUDA_CACHE_MAXSIZE's bounds: cudafix/knowledge/jit_cache.py.  The driver's default size is
+# unknown (no cited change point): no size is recorded for it, only that it is the default.
 CACHE_MAX_BYTES = jit_cache.MAX_BYTES
-CACHE_DEFAULT_BYTES = jit_cache.DEFAULT_OLDER_DOCS_BYTES
-CACHE_DEFAULT_NOTE = ("driver default: 256 MiB in older CUDA docs, 1 GiB on desktop/server in current ones "
-                      "(change point unconfirmed); 256 MiB assumed")
+CACHE_DEFAULT_NOTE = jit_cache.DEFAULT_UNKNOWN_NOTE
 MAX_CACHE_FILES = 200000
 
 
@@ -37,9 +35,9 @@ def collect_env(env: Mapping[str, str]) -> Dict[str, str]:
 
 
 def parse_cache_maxsize(value: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
-    """(effective bytes, None) or (None, reason).  None value -> the driver default (see above)."""
+    """(effective bytes, None) or (None, reason).  None value -> (None, the driver default's note)."""
     if value is None:
-        return CACHE_DEFAULT_BYTES, None
+        return None, CACHE_DEFAULT_NOTE
     text = value.strip()
     if not text.isdigit():
         return None, "CUDA_CACHE_MAXSIZE=%r is not a byte count" % value
@@ -110,7 +108,10 @@ def probe_jit_cache(env: Mapping[str, str], home: Optional[str] = None) -> JitCa
             jc.unknown["path"] = "no CUDA_CACHE_PATH and no HOME"
 
     size, why = parse_cache_maxsize(env.get("CUDA_CACHE_MAXSIZE"))
-    if size is None:
+    if size is None and "CUDA_CACHE_MAXSIZE" not in env:
+        jc.maxsize_via = "driver default"
+        jc.unknown["maxsize_default"] = CACHE_DEFAULT_NOTE
+    elif size is None:
         jc.unknown["maxsize"] = why or "unknown"
     else:
         jc.maxsize = size
@@ -118,9 +119,6 @@ def probe_jit_cache(env: Mapping[str, str], home: Optional[str] = None) -> JitCa
             jc.maxsize_via = "CUDA_CACHE_MAXSIZE"
             if int(env["CUDA_CACHE_MAXSIZE"].strip()) > CACHE_MAX_BYTES:
                 jc.unknown["maxsize_clamped"] = "CUDA_CACHE_MAXSIZE above the 4 GiB maximum; 4 GiB used"
-        else:
-            jc.maxsize_via = "driver default"
-            jc.unknown["maxsize_default"] = CACHE_DEFAULT_NOTE
 
     disabled = parse_flag(env.get("CUDA_CACHE_DISABLE"))
     if disabled is None:

@@ -7,7 +7,8 @@ cache where ``torch.utils.cpp_extension`` builds (``TORCH_EXTENSIONS_DIR/<name>/
 
 - device code: SASS / PTX per arch from its ``.nv_fatbin`` (cudafix.probes.fatbin);
 - the CUDA runtime it was built against: DT_NEEDED ``libcudart.so.N`` (shared), or the static
-  runtime (its ``/cudart.shm.`` string in ``.rodata``; the version is not recorded there);
+  runtime (its ``/cudart.shm.`` string in ``.rodata``; its version from the constant
+  ``cudaRuntimeGetVersion`` returns, cudafix/probes/cudart_static.py, or unknown);
 - for torch extensions (DT_NEEDED libc10/libtorch*), the torch symbols (C++ namespaces and
   the stable-ABI C shim) it imports that the installed torch's libraries do not define: the loader's
   ``undefined symbol`` at import, predicted without importing (cudafix.probes.elfsym).
@@ -29,11 +30,12 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 from cudafix.model.snapshot import ExtensionInfo, ExtensionModule
 from cudafix.probes import elfsym
 from cudafix.probes.elf import read_elf
+from cudafix.probes.cudart_static import static_cudart_version
 from cudafix.probes.fatbin import scan_fatbin_uncached
 from cudafix.store import cachefile
 
 CACHE_FILE = "extensions-cache.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the static runtime's version (cudart_version)
 CACHE_MAX_ENTRIES = 4096
 MAX_DEPTH = 8  # site-packages/pkg/sub/... deeper than this holds no importable module
 MAX_DEPTH_OTHER = 4  # a PYTHONPATH source tree: its in-place built modules sit near the top
@@ -234,9 +236,12 @@ def examine(path: str) -> Optional[Dict[str, Any]]:
         major = cudart[0][len("libcudart.so."):].split(".", 1)[0] or None
         r.update(cudart=major, cudart_linkage="shared", cudart_via="DT_NEEDED %s" % cudart[0])
     elif _has_static_cudart(path, elf.sections.get(".rodata")):
-        r.update(cudart=None, cudart_linkage="static",
-                 cudart_via="static CUDA runtime (its /cudart.shm. string in .rodata); the version is not recorded in the binary")
-        r["unknown"]["cudart"] = "statically linked CUDA runtime: its version is not recorded in the binary"
+        ver, how = static_cudart_version(path)
+        r.update(cudart=str(ver // 1000) if ver else None, cudart_linkage="static", cudart_version=ver,
+                 cudart_via="static CUDA runtime (its /cudart.shm. string in .rodata)%s" % (
+                     ", version %d.%d: %s" % (ver // 1000, ver % 1000 // 10, how) if ver else ""))
+        if ver is None:
+            r["unknown"]["cudart"] = "statically linked CUDA runtime, its version not readable: %s" % how
     elif has_fatbin:
         r.update(cudart=None, cudart_linkage="none", cudart_via="no libcudart in DT_NEEDED and no static-runtime marker (/cudart.shm.) in .rodata (it may dlopen one)")
     return r
@@ -415,6 +420,7 @@ def _module(path: str, kind: str, root: str, facts: Dict[str, Any], owners: _Own
     m.fatbin_via = str(facts.get("fatbin_via") or "")
     m.cudart = facts.get("cudart")
     m.cudart_linkage = str(facts.get("cudart_linkage") or "")
+    m.cudart_version = facts.get("cudart_version") if isinstance(facts.get("cudart_version"), int) else None
     m.cudart_via = str(facts.get("cudart_via") or "")
     m.unknown = dict(facts.get("unknown") or {})
     m.torch_linked = bool(facts.get("torch_needed") or facts.get("torch_syms"))

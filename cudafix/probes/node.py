@@ -16,6 +16,7 @@ from typing import List, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import NodeInfo
 from cudafix.probes.host import describe_oserror, join_root
+from cudafix.probes.ifaddrs import active_ib_ports, socket_interfaces
 
 MAX_DEVICES = 1024
 NET_DIR = "/sys/class/net"
@@ -54,6 +55,16 @@ def probe_node(env: Mapping[str, str], root: str = "/") -> NodeInfo:
         names, via = _list_dir(root, path)
         setattr(info, field, names)
         (info.found_via if names is not None else info.unknown)[field] = via
+    if root in ("", "/"):
+        usable, via = socket_interfaces()
+    else:
+        usable, via = None, "not read under a test root (getifaddrs reads this machine)"
+    info.socket_interfaces = usable
+    (info.found_via if usable is not None else info.unknown)["socket_interfaces"] = via
+    if info.ib_devices is not None:
+        ports, via = active_ib_ports(root, info.ib_devices)
+        info.ib_ports = ports
+        (info.found_via if ports is not None else info.unknown)["ib_ports"] = via
     return info
 
 

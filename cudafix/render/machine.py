@@ -6,6 +6,7 @@ import os
 from typing import Any, Dict, List, Optional
 
 from cudafix import __version__
+from cudafix.knowledge import jit_cache
 from cudafix.model.findings import ERROR, UNKNOWN, WARNING
 from cudafix.model.snapshot import ArchCoverage, GPU, LibraryResolution, Snapshot
 from cudafix.render.text import (
@@ -279,10 +280,10 @@ def environment_section(out: Out, snap: Snapshot) -> None:
         parts = [jc.path or out.style(unknown_text(jc.unknown.get("path")), UNKNOWN)]
         if jc.disabled:
             parts.append(out.style("disabled", WARNING))
-        if jc.maxsize is not None and jc.maxsize_via == "driver default":
-            # Which driver release moved the default is not documented (unknown.maxsize_default);
+        if jc.maxsize_via == "driver default":
+            # Which driver release moved the default is not documented (knowledge/jit_cache.py);
             # the rules treat it as unknown and raise the cache when a PTX JIT needs it.
-            parts.append("max: driver default (1 GiB per NVIDIA's current docs, 256 MiB per older ones)")
+            parts.append("max: " + jit_cache.DEFAULT_UNKNOWN_NOTE)
         elif jc.maxsize is not None:
             parts.append("max %s%s" % (mib_text(jc.maxsize), " (%s)" % jc.maxsize_via if jc.maxsize_via else ""))
         if jc.writable is not None:

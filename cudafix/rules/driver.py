@@ -310,18 +310,40 @@ def check_forward_compat(snap: Snapshot) -> Iterable[Outcome]:
         "the loader picks the cuda-compat libcuda %s (version %s)" % (path, cv),
         "the loaded kernel module is %s (%s)" % (kv, d.found_via.get("kernel_version", "/sys/module/nvidia/version")),
     ]
+    note = d.libcuda_fwd_note
+    if note is not None and os.path.normpath(note.path) != os.path.normpath(path):
+        note = None
+    newer = vtuple(cv) > vtuple(kv)
     code = None
-    if cb <= kb:
-        ev.append("forward compatibility only runs a NEWER driver branch's libcuda on an older kernel module; R%d is not newer than R%d -> CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)" % (cb, kb))
-        code = 803
+    if note is not None:
+        # The library's own note decides, as the NVIDIA Container Toolkit >= 1.20 does
+        # (cudacompat/cuda-elf-header.go UseCompat): the module's branch is listed and the
+        # library's version is newer than the module's. The note's "device" list is not used:
+        # the toolkit ignores it and NVIDIA does not document its numbering.
+        ev.append("its %s lists kernel-module branches %s (CUDA %s)" % (
+            "ELF note .note.cuda.fwd_compatibility", ", ".join("R%d" % b for b in note.driver), note.cuda_version or "?"))
+        if kb not in note.driver:
+            ev.append("R%d is not in the library's own list -> CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)" % kb)
+            code = 803
+        elif not newer:
+            ev.append("a cuda-compat libcuda runs only when its version is newer than the kernel module's; %s is older -> CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)" % cv)
+            code = 803
     else:
+        ev.append("no forward-compat note read (%s): judged by driver branch, the rule for libraries without one" % (
+            d.unknown.get("libcuda_fwd_note") or "not probed"))
+        if cb < kb or not newer:
+            ev.append("a cuda-compat libcuda runs only when its version is newer than the kernel module's; %s is not -> CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803)" % cv)
+            code = 803
+        elif cb == kb:
+            return [unknown("cuda-compat libcuda %s is newer than kernel module %s of the same branch R%d: whether it supports that module is written only in the library's note, which was not read" % (cv, kv, kb), *ev, subject="libcuda")]
+        elif kb not in cuda_driver.FWD_COMPAT_BASE_BRANCHES:
+            return [unknown("forward-compat libcuda %s on kernel module %s: R%d is not a base branch of NVIDIA's current forward-compat matrix" % (cv, kv, kb), *ev, subject="libcuda")]
+    if code is None:
         gpus = snap.gpus.gpus
         consumer = [g for g in gpus if cuda_driver.forward_compat_class(g.name) == cuda_driver.CONSUMER]
         if consumer:
             ev.append("forward compatibility works only on data-center GPUs (and select NGC-ready RTX, Jetson); %s is not one -> CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE (804)" % ", ".join(gpu_label(g) for g in consumer))
             code = 804
-        elif kb not in cuda_driver.FWD_COMPAT_BASE_BRANCHES:
-            return [unknown("forward-compat libcuda %s on kernel module %s: R%d is not a base branch of NVIDIA's current forward-compat matrix" % (cv, kv, kb), *ev, subject="libcuda")]
         elif gpus and all(cuda_driver.forward_compat_class(g.name) == cuda_driver.DATACENTER for g in gpus):
             return [ok("forward compatibility in use: libcuda %s on kernel module %s with data-center GPUs" % (cv, kv), *ev, subject="libcuda")]
         else:
@@ -420,15 +442,15 @@ RULES = (
         check=check_forward_compat,
         needs=("driver", "gpus", "libraries"),
         auto=True,
-        cause="Container images ship NVIDIA's cuda-compat libcuda (/usr/local/cuda-X.Y/compat) and put it on LD_LIBRARY_PATH or ld.so.conf. It works only when it is from a newer driver branch than the kernel module and the GPU is a data-center one; an older or same-branch copy gives error 803, a consumer GPU error 804.",
+        cause="Container images ship NVIDIA's cuda-compat libcuda (/usr/local/cuda-X.Y/compat) and put it on LD_LIBRARY_PATH or ld.so.conf. It works only when its version is newer than the kernel module's (a newer library of the module's own branch counts) and the module's branch is one the library lists in its own ELF note `.note.cuda.fwd_compatibility` (the rule the NVIDIA Container Toolkit >= 1.20 applies), and the GPU is a data-center one; an older copy or an unlisted branch gives error 803 (measured on the H200: compat 580.95.05 on module 580.159.04), a consumer GPU error 804. A library without the note is judged by driver branch, and a newer library of the same branch is then unknown.",
         symptoms=(
             "Error 803: system has unsupported display driver / cuda driver combination",
             "Error 804: forward compatibility was attempted on non supported HW",
             "torch.cuda.is_available() returns False",
         ),
-        evidence_used="the libcuda the loader picks and whether it is a cuda-compat copy, its version, the kernel module version, GPU names, LD_LIBRARY_PATH",
+        evidence_used="the libcuda the loader picks and whether it is a cuda-compat copy, its version, its ELF note .note.cuda.fwd_compatibility (read without loading it), the kernel module version, GPU names, LD_LIBRARY_PATH",
         fix_text="automatic: the compat directory is dropped from LD_LIBRARY_PATH on activation and the driver's own libcuda (the kernel module's version) is preloaded.",
-        sources=(FWD_DOC, "DeepVAC/TorchPod#43", "oobabooga/textgen#4407", "gpustack/gpustack#1540", "ModelTC/LightLLM#191",
+        sources=(FWD_DOC, "NVIDIA/nvidia-container-toolkit cmd/nvidia-cdi-hook/cudacompat/cuda-elf-header.go (UseCompat, v1.20.0)", "DeepVAC/TorchPod#43", "oobabooga/textgen#4407", "gpustack/gpustack#1540", "ModelTC/LightLLM#191",
                  "docs/gpu.md (H200: compat libcuda.so.580.95.05 on driver 580.159.04 -> error 803)"),
     ),
 )

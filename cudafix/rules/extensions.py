@@ -14,10 +14,11 @@ from cudafix.knowledge import gpus as kgpus
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import Fix
 from cudafix.model.snapshot import GPU, ExtensionModule, Snapshot
-from cudafix.rules._util import fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, unknown
+from cudafix.rules._util import driver_cuda_int, fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, unknown
 
 CPP_EXT_DOC = "https://pytorch.org/docs/stable/cpp_extension.html"
 NVCC_DOC = "https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/index.html#gpu-compilation"
+RUNTIME_ERRORS_DOC = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html (cudaErrorInsufficientDriver)"
 
 
 def _mods(snap: Snapshot) -> List[ExtensionModule]:
@@ -170,14 +171,17 @@ def check_ext_cuda_major(snap: Snapshot) -> Iterable[Outcome]:
     if skipped:
         return [skipped]
     t = snap.primary_torch
-    mods = [m for m in _mods(snap) if m.cudart_linkage == "shared" and m.cudart]
+    mods = [m for m in _mods(snap) if (m.cudart_linkage == "shared" and m.cudart) or m.cudart_linkage == "static"]
     if not mods:
-        return [ok("no extension module links a shared CUDA runtime", subject=subject)]
+        return [ok("no extension module links a CUDA runtime", subject=subject)]
     if t is None or not t.cuda:
         return [ok("no CUDA torch build to compare the extensions' CUDA runtime with", subject=subject)]
     tmm = major_minor(t.cuda)
     out: List[Outcome] = []
     for m in mods:
+        if m.cudart_linkage == "static":
+            out.append(_static_runtime(snap, m))
+            continue
         if tmm is None or not (m.cudart or "").isdigit():
             out.append(unknown("%s: CUDA major unknown" % _name(m), subject=_name(m)))
             continue
@@ -194,6 +198,29 @@ def check_ext_cuda_major(snap: Snapshot) -> Iterable[Outcome]:
                            ev, fix=Fix(summary=fix.summary.replace("rebuild ", "rebuild (with the CUDA %s toolkit) " % t.cuda, 1), commands=fix.commands),
                            subject=_name(m)))
     return out
+
+
+def _static_runtime(snap: Snapshot, m: ExtensionModule) -> Outcome:
+    """A module with its own static CUDA runtime loads no second libcudart; that runtime needs a
+    driver supporting its version (else cudaErrorInsufficientDriver, RUNTIME_ERRORS_DOC)."""
+    v = m.cudart_version
+    if not v:
+        return unknown("%s: statically linked CUDA runtime of unknown version" % _name(m),
+                       m.unknown.get("cudart") or m.cudart_via, subject=_name(m))
+    label = "%d.%d" % (v // 1000, v % 1000 // 10)
+    dv, via = driver_cuda_int(snap)
+    if dv is None:
+        return unknown("%s: its static CUDA %s runtime needs a driver for CUDA >= %s; the driver's CUDA version is unknown" % (
+            _name(m), label, label), m.cudart_via, subject=_name(m))
+    dlabel = "%d.%d" % (dv // 1000, dv % 1000 // 10)
+    if dv >= v:
+        return ok("%s: its own static CUDA %s runtime (no second libcudart loaded); the driver supports CUDA %s" % (
+            _name(m), label, dlabel), m.cudart_via, subject=_name(m))
+    return problem("%s (%s) carries a static CUDA %s runtime; the driver supports CUDA %s: its CUDA calls fail with "
+                   "'CUDA driver version is insufficient for CUDA runtime version'" % (_name(m), _pkg(m), label, dlabel),
+                   [m.cudart_via, "the driver's CUDA version %s (%s)" % (dlabel, via),
+                    "a CUDA runtime needs a driver of at least its version: cudaErrorInsufficientDriver (%s)" % RUNTIME_ERRORS_DOC],
+                   severity=ERROR, subject=_name(m))
 
 
 def check_ext_torch_symbols(snap: Snapshot) -> Iterable[Outcome]:
@@ -264,11 +291,11 @@ RULES = (
         severity=WARNING,
         title="An extension module was built against another CUDA major than torch's",
         check=check_ext_cuda_major,
-        cause="An extension linking libcudart.so.12 beside a CUDA 13 torch loads a second runtime: it must be on the loader path and supported by the driver, and CUDA objects do not cross between the two runtimes. torch's cpp_extension refuses such builds ('The detected CUDA version mismatches the version that was used to compile PyTorch'); prebuilt wheels don't ask.",
+        cause="An extension linking libcudart.so.12 beside a CUDA 13 torch loads a second runtime: it must be on the loader path and supported by the driver, and CUDA objects do not cross between the two runtimes. torch's cpp_extension refuses such builds ('The detected CUDA version mismatches the version that was used to compile PyTorch'); prebuilt wheels don't ask. A module with the static runtime (nvcc's default) loads no second libcudart; its runtime's version (read from the constant its cudaRuntimeGetVersion returns) must be supported by the driver, else every CUDA call it makes fails (cudaErrorInsufficientDriver, an error); unknown when that version cannot be read (a stripped module).",
         symptoms=("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",),
-        evidence_used="DT_NEEDED libcudart.so.N of each extension, torch's CUDA version (version.py)",
+        evidence_used="DT_NEEDED libcudart.so.N of each extension, or the version of its static runtime (cudafix/probes/cudart_static.py), torch's CUDA version (version.py), the driver's CUDA version",
         fix_text="rebuild the package with the toolkit of torch's CUDA major (exact command), or install its wheel for torch's CUDA.",
-        sources=(CPP_EXT_DOC,),
+        sources=(CPP_EXT_DOC, RUNTIME_ERRORS_DOC),
         needs=("extensions", "torch"),
     ),
     Rule(

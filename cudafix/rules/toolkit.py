@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import os
-from typing import Iterable, List, Optional
+import shlex
+from typing import Iterable, List, Optional, Tuple
 
 from cudafix.model.findings import BUILD, ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, EnvOp, EnvPatch, Fix
@@ -65,10 +66,58 @@ def _points_nowhere(snap: Snapshot, var: str) -> Optional[str]:
     return None
 
 
+def _as_written(snap: Snapshot, var: str) -> Optional[Tuple[str, List[str]]]:
+    """(what is wrong, candidate corrections) for a value that cannot work as written.
+    torch.utils.cpp_extension uses the string as it is (``os.path.join(CUDA_HOME, 'bin', 'nvcc')``),
+    so a ':' from ``export CUDA_HOME=$CUDA_HOME:/usr/local/cuda`` stays in every path it builds,
+    a relative path depends on each build's working directory, a file has no bin/nvcc under it."""
+    val = snap.env.get(var) or ""
+    if ":" in val:
+        parts = [p for p in val.split(":") if p]
+        what = ("a leading ':'" if val.startswith(":") and len(parts) == 1 else "a trailing ':'" if len(parts) == 1
+                else "a ':'-separated list")
+        return what, parts
+    if val and not val.startswith("/"):
+        return "a relative path (resolved against each build's working directory)", [
+            tk.path for tk in snap.toolkits.toolkits if tk.path.rstrip("/").endswith("/" + val.strip("/"))]
+    if val and "not a directory" in (snap.toolkits.unknown.get(var) or ""):
+        up = os.path.dirname(val.rstrip("/"))
+        return "a file, not a directory", [os.path.dirname(up) if os.path.basename(up) == "bin" else up]
+    return None
+
+
+def _corrected(snap: Snapshot, candidates: List[str]) -> Optional[str]:
+    for c in candidates:
+        tk = _toolkit_at(snap, c) if c.startswith("/") else None
+        if tk is not None and tk.nvcc:
+            return c
+    return None
+
+
+def _malformed_finding(snap: Snapshot, var: str, what: str, candidates: List[str]) -> Outcome:
+    val = snap.env[var]
+    fixed = _corrected(snap, candidates)
+    ev = ["%s=%r is %s" % (var, val, what),
+          "torch.utils.cpp_extension uses the value as written: it runs %r" % os.path.join(val, "bin", "nvcc"),
+          "this %s" % BUILD_NOTE]
+    if fixed:
+        ev.append("%s is an installed toolkit with bin/nvcc" % fixed)
+        fix = Fix(summary="set %s=%s" % (var, fixed), commands=("export %s=%s" % (var, shlex.quote(fixed)),))
+    else:
+        fix = Fix(summary="set %s to the absolute path of a toolkit directory (the one holding bin/nvcc), or unset it" % var,
+                  commands=("unset %s" % var,))
+    return problem("%s=%r cannot work as written (%s): CUDA extension builds fail%s" % (
+        var, val, what, "; use %s=%s" % (var, fixed) if fixed else ""), ev, fix=fix, subject=var)
+
+
 def check_cuda_home_missing(snap: Snapshot) -> Iterable[Outcome]:
     out: List[Outcome] = []
     tks = snap.toolkits
     for var in _VARS:
+        bad = _as_written(snap, var)
+        if bad is not None:
+            out.append(_malformed_finding(snap, var, *bad))
+            continue
         why = _points_nowhere(snap, var)
         if why is None:
             continue
@@ -195,13 +244,17 @@ RULES = (
         check=check_cuda_home_missing,
         needs=("toolkits", "env"),
         scope=BUILD,
-        cause="CUDA_HOME (or CUDA_PATH) names a directory that does not exist or holds no bin/nvcc: a toolkit that was uninstalled or upgraded (/usr/local/cuda-11.8 -> 12.4), a path copied from another machine, or a conda env that was removed. torch.utils.cpp_extension takes CUDA_HOME, then CUDA_PATH, as the toolkit without checking it, so every CUDA extension build fails. Error when the variable is set explicitly; warning when only the /usr/local/cuda fallback lacks nvcc. It matters for building CUDA extensions, not for running torch: the startup hook never warns about it.",
+        cause="CUDA_HOME (or CUDA_PATH) names a directory that does not exist or holds no bin/nvcc: a toolkit that was uninstalled or upgraded (/usr/local/cuda-11.8 -> 12.4), a path copied from another machine, or a conda env that was removed; or a value that cannot work as written: a leading or trailing ':' (`export CUDA_HOME=$CUDA_HOME:/usr/local/cuda` on an empty CUDA_HOME), a ':'-separated list, a relative path, a file (…/bin/nvcc) instead of the toolkit directory — named with the corrected value. torch.utils.cpp_extension takes CUDA_HOME, then CUDA_PATH, as the toolkit without checking it, so every CUDA extension build fails. Error when the variable is set explicitly; warning when only the /usr/local/cuda fallback lacks nvcc. It matters for building CUDA extensions, not for running torch: the startup hook never warns about it.",
         symptoms=(
             "error: nvcc not found at '/usr/local/cuda-11.8/bin/nvcc'. Ensure CUDA path '/usr/local/cuda-11.8' is correct.",
+            "/bin/sh: 1: :/usr/local/cuda/bin/nvcc: not found",
+            "FileNotFoundError: [Errno 2] No such file or directory: ':/usr/local/cuda:/usr/local/cuda-10.1/bin/nvcc'",
         ),
         evidence_used="CUDA_HOME and CUDA_PATH from the environment; whether each directory exists and has bin/nvcc (the toolkit probe's stat of it); the other installed toolkits",
         fix_text="point the variable at an installed toolkit with nvcc (the exact export is printed), or unset it. Advice only: the variable was set on purpose.",
         sources=("torch/utils/cpp_extension.py (_find_cuda_home: CUDA_HOME, then CUDA_PATH, then nvcc on PATH, then /usr/local/cuda)",
-                 "https://pytorch.org/docs/stable/cpp_extension.html"),
+                 "https://pytorch.org/docs/stable/cpp_extension.html",
+                 "NVIDIA/apex#368 (':/usr/local/cuda:/usr/local/cuda-10.1/bin/nvcc': from export CUDA_HOME=$CUDA_HOME:/usr/local/cuda)",
+                 "rusty1s/pytorch_cluster#55 ('/usr/local/cuda:/bin/nvcc')", "aim-uofa/AdelaiDet#338 (':/usr/local/cuda/bin/nvcc: not found')"),
     ),
 )
