@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional, Tuple
+from typing import Iterable, Iterator, List, Optional, Tuple
 
 import click
 
@@ -29,21 +29,25 @@ def fleet(sources: Tuple[str, ...], slurm: bool, ray_address: Optional[str], pyt
     2 cudafix could not judge every node (bad input, a node without a snapshot, engine failure).
     """
     from cudafix.fleet import compare, render
-    from cudafix.fleet.inputs import EngineError, parse_stream, read_path
+    from cudafix.fleet.inputs import Document, EngineError, InputError, iter_path, iter_stream
 
     modes = sum(bool(x) for x in (sources, slurm, ray_address))
     if modes != 1:
         _fail("say where the snapshots come from: one of --from PATH|-, --slurm [SRUN ARGS], --ray [ADDRESS]")
     if srun_args and not slurm:
         _fail("unexpected arguments %s (only --slurm takes trailing srun arguments)" % " ".join(srun_args))
-    docs: List = []
+    docs: Iterable = []
     errors: List = []
     try:
         if sources:
-            for s in sources:
-                d, e = parse_stream(sys.stdin.read(), "<stdin>") if s == "-" else read_path(s)
-                docs += d
-                errors += e
+            def items() -> Iterator[Document]:  # one parsed document at a time: compare keeps what it needs
+                for s in sources:
+                    for item in (iter_stream(sys.stdin.read(), "<stdin>") if s == "-" else iter_path(s)):
+                        if isinstance(item, InputError):
+                            errors.append(item)
+                        else:
+                            yield item
+            docs = items()
         elif slurm:
             from cudafix.fleet import engine_slurm
 
@@ -54,9 +58,10 @@ def fleet(sources: Tuple[str, ...], slurm: bool, ray_address: Optional[str], pyt
             docs, errors = engine_ray.gather(None if ray_address == "auto" else ray_address, timeout=timeout)
     except EngineError as exc:  # the engine could not be used: one line
         _fail(str(exc))
-    if not docs and not errors:
+    rep = compare.compare(docs)
+    rep.errors[:0] = [(e.source, e.message) for e in errors]
+    if not rep.nodes and not rep.errors:
         _fail("no snapshots found in %s" % ", ".join(sources) if sources else "the engine returned no snapshot")
-    rep = compare.compare(docs, [(e.source, e.message) for e in errors])
     click.echo(render.render_json(rep) if as_json else render.render_text(rep), nl=False)
     sys.exit(rep.exit_code())
 
