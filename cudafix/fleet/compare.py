@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import gc
 import hashlib
 import json
 import re
@@ -119,13 +120,14 @@ def content_key(data: dict) -> str:
 
 _ID_WINDOW = 16384  # cudafix writes created, source and the node section first (model/snapshot.py)
 _NOTHING = object()
+_encode = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
 
 
 def raw_key(raw: bytes, data: dict) -> Optional[bytes]:
     """The content's key from a file's own bytes: every byte but the identity members, and where
     those were.  Exact, and ~10x cheaper than serialising the parsed document again: each identity
-    member ``"key": value`` (value re-encoded as json.dumps writes it) is cut at its first
-    occurrence.  Two files with the same key are byte-identical outside the cuts, at the same
+    member ``"key": value`` (value re-encoded as json.dumps writes it) is cut where it is first
+    found (in the file's head, else its tail).  Two files with the same key are byte-identical outside the cuts, at the same
     offsets; a cut at another place than the real member (a decoy with the node's own value) leaves
     the real member in the bytes, so equal keys still mean equal values there — equal content.
     None (use content_key) when a member is not found as cudafix writes it."""
@@ -137,8 +139,10 @@ def raw_key(raw: bytes, data: dict) -> Optional[bytes]:
     for key, value in wanted:
         if value is _NOTHING:
             continue
-        member = ('"%s": %s' % (key, json.dumps(value))).encode("ascii")
+        member = ('"%s": %s' % (key, "null" if value is None else _encode(value))).encode("ascii")
         at = raw.find(member, 0, _ID_WINDOW)
+        if at < 0:  # a section appended after the rest (older writers, hand-made fleets)
+            at = raw.rfind(member, max(0, len(raw) - _ID_WINDOW))
         if at < 0:
             return None
         cuts.append((at, at + len(member), key))
@@ -210,43 +214,73 @@ def _natural(s: str) -> List[object]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
 
 
+@dataclasses.dataclass
+class Keyed:
+    """One node's document reduced to what the comparison keeps: where from, who, which content."""
+
+    source: str
+    ident: Tuple[str, Optional[str], Optional[str], Optional[str]] = ("", None, None, None)  # name, host, engine, id
+    key: object = None  # the content key (raw_key's bytes, a digest of them, or content_key's hex)
+    data: Optional[dict] = None  # the document, when its content may not have been judged yet
+    error: Optional[str] = None  # the input or the node's identity is unusable: not judged
+
+
+def keyed(d: Document) -> Keyed:
+    problem = _identity_problem(d.data)
+    if problem:
+        return Keyed(d.source, error="unusable snapshot: %s" % problem)
+    key: object = raw_key(d.raw, d.data) if d.raw else None
+    if key is None:
+        try:
+            key = content_key(d.data)
+        except (ValueError, TypeError, RecursionError) as exc:
+            return Keyed(d.source, error="unusable snapshot: %s" % (str(exc) or type(exc).__name__)[:300])
+    return Keyed(d.source, _name(d), key, d.data)
+
+
 def compare(docs: Iterable[Document], errors: Sequence[Tuple[str, str]] = ()) -> FleetReport:
+    return compare_keyed((keyed(d) for d in docs), errors)
+
+
+def compare_keyed(items: Iterable[Keyed], errors: Sequence[Tuple[str, str]] = ()) -> FleetReport:
     """Linear in the nodes: each node costs its identity and its content key; the snapshot is
     built and the rules run once per distinct content (the nodes of a healthy cluster differ only
-    in identity).  ``docs`` may be a generator: one parsed document is held at a time."""
+    in identity).  ``items`` may be a generator: one parsed document is held at a time."""
     errors = list(errors)
     nodes: List[Node] = []
     contents: Dict[object, _Content] = {}
     by_id: Dict[str, _Content] = {}  # Node.content -> what that content gave
     seen_names: Dict[str, List[str]] = {}
     last: Tuple[object, Optional[_Content]] = (None, None)
-    for d in docs:
-        problem = _identity_problem(d.data)
-        if problem:
-            errors.append((d.source, "unusable snapshot: %s" % problem))
-            continue
-        key: object = raw_key(d.raw, d.data) if d.raw else None
-        if key is None:
-            try:
-                key = content_key(d.data)
-            except (ValueError, TypeError, RecursionError) as exc:
-                errors.append((d.source, "unusable snapshot: %s" % (str(exc) or type(exc).__name__)[:300]))
+    collecting = gc.isenabled()
+    gc.disable()  # the documents are acyclic (refcounting frees each); the collector would only re-walk the nodes kept
+    try:
+        for k in items:
+            if k.error:
+                errors.append((k.source, k.error))
                 continue
-        content = last[1] if key == last[0] else contents.get(key)  # neighbours share content: a compare, no hash
-        if content is None:
-            content = contents[key] = _judge(d.data)
-        last = (key, content)
-        if content.error:
-            errors.append((d.source, content.error))
-            continue
-        name, host, engine, nid = _name(d)
-        seen_names.setdefault(name, []).append(d.source)
-        if len(seen_names[name]) > 1:  # two snapshots of one node: keep both, told apart; not judged
-            name = "%s (%s)" % (name, d.source)
-        if content.id is None:
-            content.id = "c%d" % len(by_id)
-            by_id[content.id] = content
-        nodes.append(Node(name, d.source, host, engine, nid, content.facts, content.id))
+            content = last[1] if k.key == last[0] else contents.get(k.key)  # neighbours share content: a compare, no hash
+            if content is None:
+                if k.data is None:
+                    errors.append((k.source, "internal: content seen before its document"))
+                    continue
+                content = contents[k.key] = _judge(k.data)
+            last = (k.key, content)
+            if content.error:
+                errors.append((k.source, content.error))
+                continue
+            name, host, engine, nid = k.ident
+            sources = seen_names.setdefault(name, [])
+            sources.append(k.source)
+            if len(sources) > 1:  # two snapshots of one node: keep both, told apart; not judged
+                name = "%s (%s)" % (name, k.source)
+            if content.id is None:
+                content.id = "c%d" % len(by_id)
+                by_id[content.id] = content
+            nodes.append(Node(name, k.source, host, engine, nid, content.facts, content.id))
+    finally:
+        if collecting:
+            gc.enable()
     for name, sources in seen_names.items():
         if len(sources) > 1:
             errors.append((name, "%d snapshots name this node (%s): cannot tell which is the node's"

@@ -148,16 +148,20 @@ def _read(path: str, regular_only: bool) -> Union[bytes, InputError]:
     except OSError as exc:
         return InputError(path, "cannot read: %s" % (exc.strerror or exc))
     try:
-        if regular_only and not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if regular_only and not stat.S_ISREG(st.st_mode):
             return InputError(path, "not a regular file: not read")
         chunks: List[bytes] = []
         size = 0
+        want = (st.st_size if regular_only else 0) + 1  # a regular file: one read, then EOF seen
         while size <= MAX_DOC_BYTES:
-            chunk = os.read(fd, 1 << 20)
+            chunk = os.read(fd, min(max(want - size, 1 << 16), MAX_DOC_BYTES + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)
             size += len(chunk)
+            if regular_only and size < want:
+                break  # the whole file (its size as of fstat) is in: no second read for EOF
     except OSError as exc:
         return InputError(path, "cannot read: %s" % (exc.strerror or exc))
     finally:
@@ -178,13 +182,12 @@ def node_file(path: str) -> Item:
         return InputError(path, "empty: no snapshot")
     if len(got) > 1:
         return InputError(path, "%d documents in one node's file: cannot tell which is the node's" % len(got))
-    item, start, end = got[0]
+    item = got[0][0]
     if isinstance(item, InputError):
         item.source = path
         return item
     item.source = path
-    whole = item.raw is not None and start == len(text) - len(text.lstrip()) and not text[end:].strip()
-    item.raw = raw if whole else None  # the file is this snapshot alone: its bytes can key the content (compare.py)
+    item.raw = raw if item.raw is not None else None  # the file is this snapshot alone: its bytes can key the content (compare.py)
     return item
 
 
