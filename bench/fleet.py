@@ -60,7 +60,7 @@ def tree_rss(root):
             pass
     return total
 t0 = time.perf_counter()
-p = subprocess.Popen(spec["cmd"], env=spec["env"], stdout=open(spec["out"], "wb"), stderr=subprocess.PIPE)
+p = subprocess.Popen(spec["cmd"], env=spec["env"], cwd=spec["cwd"], stdout=open(spec["out"], "wb"), stderr=subprocess.PIPE)
 peak = 0
 while p.poll() is None:
     peak = max(peak, tree_rss(p.pid))
@@ -77,8 +77,9 @@ PARSE_ONLY = ("import json, os, sys\nd = sys.argv[1]\nfor f in sorted(os.listdir
               "    with open(os.path.join(d, f)) as fh:\n        json.load(fh)\n")
 
 
-def measure(cmd, env, out):
-    spec = json.dumps({"cmd": cmd, "env": env, "out": out})
+def measure(cmd, env, out, cwd):
+    # cwd: the checkout itself, since `python -m` puts the current directory first on sys.path
+    spec = json.dumps({"cmd": cmd, "env": env, "out": out, "cwd": cwd})
     got = subprocess.run([sys.executable, "-c", WRAPPER, spec], stdout=subprocess.PIPE, check=True, timeout=1800)
     return json.loads(got.stdout)
 
@@ -122,8 +123,8 @@ def fleet_dir(n: int) -> str:
     return d
 
 
-def timed(cmd, env, n, out):
-    runs = [measure(cmd, env, out) for _ in range(n)]
+def timed(cmd, env, n, out, cwd=REPO):
+    runs = [measure(cmd, env, out, cwd) for _ in range(n)]
     bad = [r for r in runs if r["rc"] not in (0, 1)]
     if bad:
         raise SystemExit("%s failed: %s" % (" ".join(cmd[:4]), bad[0]["stderr"]))
@@ -168,7 +169,7 @@ def main(argv=None):
                 for label, repo in repos:
                     outs[label] = os.path.join(scratch, "%s-%d.json" % (label, n))
                     r = timed([sys.executable, "-m", "cudafix", "fleet", "--from", d, "--json"], dict(env, PYTHONPATH=repo),
-                              args.n, outs[label])
+                              args.n, outs[label], cwd=repo)
                     print("%-46s %9.3f %8.2f %9.3f %8.2f %9.1f %9.1f" % ("%s: cudafix fleet --from (%d nodes)" % (label, n), r[0],
                                                                       r[0] / base[0], r[3], r[3] / base[3], r[1], r[2]))
                     if label == "after" and n == sizes[-1]:
