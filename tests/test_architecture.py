@@ -29,7 +29,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "hook": {"model", "knowledge", "probes", "rules", "plans", "render", "store"},
     "verify": {"model", "knowledge", "probes", "rules"},
     "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook", "fleet"},
-    "fleet": {"model", "knowledge", "rules", "probes"},
+    "fleet": {"model", "knowledge", "rules", "probes", "render"},  # render: the text toolkit's escaping
     "plugins": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
     "devtools": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli", "fleet"},
 }

@@ -7,15 +7,16 @@ from typing import Dict, List
 
 from cudafix.fleet.compare import FleetReport
 from cudafix.fleet.model import hostlist
+from cudafix.render.text import printable
 
 SCHEMA = "cudafix.fleet/1"
 MAX_OUTLIER_LINES = 50
 
 
-def _facts_line(facts: Dict[str, str]) -> str:
+def _facts_lines(facts: Dict[str, str]) -> List[str]:
     main = ["%s %s" % (k, v) for k, v in facts.items() if not k.startswith("env ")]
     env = ["%s=%s" % (k[4:], v) for k, v in facts.items() if k.startswith("env ")]
-    return "; ".join(main) + (("\n      env: " + ", ".join(env)) if env else "")
+    return ["      " + "; ".join(main)] + (["      env: " + ", ".join(env)] if env else [])
 
 
 def render_text(rep: FleetReport) -> str:
@@ -30,7 +31,7 @@ def render_text(rep: FleetReport) -> str:
         g = rep.groups[0]
         out.append("")
         out.append("%s (%d): %s" % ("majority" if len(rep.groups) > 1 else "every node", len(g.nodes), hostlist(g.nodes)))
-        out.append("      " + _facts_line(g.facts))
+        out.extend(_facts_lines(g.facts))
     if rep.outliers:
         out.append("")
         out.append("outliers (%d, what differs from the majority):" % len(rep.outliers))
@@ -53,7 +54,8 @@ def render_text(rep: FleetReport) -> str:
     out.append("")
     out.append("exit %d: %s" % (code, {0: "the fleet is consistent and clean", 1: "errors or disagreement: see above",
                                         2: "cudafix could not judge every node"}[code]))
-    return "\n".join(out) + "\n"
+    # every name, version and value here comes from a node's snapshot: written out, never acted on
+    return "\n".join(printable(ln) for ln in out) + "\n"
 
 
 def to_json(rep: FleetReport, nodes: bool = True) -> dict:
