@@ -127,10 +127,12 @@ def raw_key(raw: bytes, data: dict) -> Optional[bytes]:
     """The content's key from a file's own bytes: every byte but the identity members, and where
     those were.  Exact, and ~10x cheaper than serialising the parsed document again: each identity
     member ``"key": value`` (value re-encoded as json.dumps writes it) is cut where it is first
-    found (in the file's head, else its tail).  Two files with the same key are byte-identical outside the cuts, at the same
-    offsets; a cut at another place than the real member (a decoy with the node's own value) leaves
-    the real member in the bytes, so equal keys still mean equal values there — equal content.
-    None (use content_key) when a member is not found as cudafix writes it."""
+    found (in the file's head, else its tail).  Two files with the same key are byte-identical
+    outside the cuts, and the cuts start and end at the same offsets: they differ only in the values
+    of same-length members at the same places.  A cut elsewhere than the real member (a decoy
+    carrying the node's own value) leaves the real member in the bytes, so there too equal keys
+    mean equal values: equal content.  (Names of another length key apart: one more rule run,
+    never a wrong merge.)  None (use content_key) when a member is not found as cudafix writes it."""
     node = data.get("node")
     wanted = [("created", data.get("created", _NOTHING)), ("source", data.get("source", _NOTHING))]
     if isinstance(node, dict):
@@ -147,7 +149,7 @@ def raw_key(raw: bytes, data: dict) -> Optional[bytes]:
             return None
         cuts.append((at, at + len(member), key))
     cuts.sort()
-    pieces, pos = [repr([(a, k) for a, _, k in cuts]).encode("ascii"), b"\0"], 0
+    pieces, pos = [repr(cuts).encode("ascii"), b"\0"], 0  # where each cut starts and ends
     for a, b, _ in cuts:
         if a < pos:
             return None  # overlapping members: not a file cudafix wrote
