@@ -133,6 +133,19 @@ def raw_key(raw: bytes, data: dict) -> Optional[bytes]:
     carrying the node's own value) leaves the real member in the bytes, so there too equal keys
     mean equal values: equal content.  (Names of another length key apart: one more rule run,
     never a wrong merge.)  None (use content_key) when a member is not found as cudafix writes it."""
+    cuts = identity_cuts(raw, data)
+    if cuts is None:
+        return None
+    pieces, pos = [repr(cuts).encode("ascii"), b"\0"], 0  # where each cut starts and ends
+    for a, b, _ in cuts:
+        pieces.append(raw[pos:a])
+        pos = b
+    pieces.append(raw[pos:])
+    return b"".join(pieces)
+
+
+def identity_cuts(raw: bytes, data: dict) -> Optional[List[Tuple[int, int, str]]]:
+    """(start, end, key) of each identity member in ``raw``, in order (see raw_key)."""
     node = data.get("node")
     wanted = [("created", data.get("created", _NOTHING)), ("source", data.get("source", _NOTHING))]
     if isinstance(node, dict):
@@ -149,14 +162,9 @@ def raw_key(raw: bytes, data: dict) -> Optional[bytes]:
             return None
         cuts.append((at, at + len(member), key))
     cuts.sort()
-    pieces, pos = [repr(cuts).encode("ascii"), b"\0"], 0  # where each cut starts and ends
-    for a, b, _ in cuts:
-        if a < pos:
-            return None  # overlapping members: not a file cudafix wrote
-        pieces.append(raw[pos:a])
-        pos = b
-    pieces.append(raw[pos:])
-    return b"".join(pieces)
+    if any(a < b for (_, b, _), (a, _, _) in zip(cuts, cuts[1:])):
+        return None  # overlapping members: not a file cudafix wrote
+    return cuts
 
 
 def _identity_problem(data: dict) -> Optional[str]:

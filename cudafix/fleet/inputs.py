@@ -138,7 +138,7 @@ def parse_stream(text: str, source: str) -> Tuple[List[Document], List[InputErro
     return split(iter_stream(text, source))
 
 
-def _read(path: str, regular_only: bool) -> Union[bytes, InputError]:
+def read_file(path: str, regular_only: bool) -> Union[bytes, InputError]:
     """The file's bytes.  In a directory only regular files are opened: a FIFO or a device named
     *.json there would block or never end (stat first; O_NONBLOCK + fstat closes the race)."""
     try:
@@ -173,9 +173,12 @@ def _read(path: str, regular_only: bool) -> Union[bytes, InputError]:
 
 def node_file(path: str) -> Item:
     """One node's file of a directory: exactly one document (a file is one node's output)."""
-    raw = _read(path, regular_only=True)
-    if isinstance(raw, InputError):
-        return raw
+    raw = read_file(path, regular_only=True)
+    return raw if isinstance(raw, InputError) else node_document(path, raw)
+
+
+def node_document(path: str, raw: bytes) -> Item:
+    """The one document of a node's file, from its bytes."""
     text = raw.decode("utf-8", "replace")
     got = list(_documents(text, path))
     if not got:
@@ -206,7 +209,7 @@ def iter_path(path: str) -> Iterator[Item]:
         for p in names:
             yield node_file(p)
         return
-    raw = _read(path, regular_only=False)  # named by the user: a pipe (`--from <(pdsh ...)`) is fine
+    raw = read_file(path, regular_only=False)  # named by the user: a pipe (`--from <(pdsh ...)`) is fine
     if isinstance(raw, InputError):
         yield raw
         return
