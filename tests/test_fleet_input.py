@@ -197,8 +197,8 @@ def test_a_type_mutated_snapshot_is_one_line_and_exit_2(tmp_path_factory, path, 
     _get(d, path[:-1])[path[-1]] = value
     tmp = tmp_path_factory.mktemp("mut")
     (tmp / "bad.json").write_text(json.dumps(d), encoding="utf-8")
-    if with_good_node:  # a node of the recording's content beside it: the bad one never rides on it
-        (tmp / "good.json").write_text(json.dumps(REC), encoding="utf-8")
+    if with_good_node:  # a node of the recording's content read just before: the bad one never rides on it
+        (tmp / "a-good.json").write_text(json.dumps(REC), encoding="utf-8")
     res = _cli("--from", str(tmp))
     assert isinstance(res.exception, SystemExit), "crashed on %r = %r: %r" % (path, value, res.exception)
     assert res.exit_code == 2, (path, value, res.output)
