@@ -36,7 +36,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "verify": {"model", "knowledge", "probes", "rules"},
     "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook", "fleet",
             "activation", "warm"},
-    "fleet": {"model", "knowledge", "rules", "probes"},
+    "fleet": {"model", "knowledge", "rules", "probes", "render"},  # render: the text toolkit's escaping
     "plugins": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
 }
 TOP = {"__init__", "__main__"}  # cudafix/__init__.py (the version) and `python -m cudafix`

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 import click
 
@@ -29,36 +29,47 @@ def fleet(sources: Tuple[str, ...], slurm: bool, ray_address: Optional[str], pyt
     2 cudafix could not judge every node (bad input, a node without a snapshot, engine failure).
     """
     from cudafix.fleet import compare, render
-    from cudafix.fleet.inputs import EngineError, parse_stream, read_path
+    from cudafix.fleet.inputs import EngineError
 
     modes = sum(bool(x) for x in (sources, slurm, ray_address))
     if modes != 1:
         _fail("say where the snapshots come from: one of --from PATH|-, --slurm [SRUN ARGS], --ray [ADDRESS]")
     if srun_args and not slurm:
         _fail("unexpected arguments %s (only --slurm takes trailing srun arguments)" % " ".join(srun_args))
-    docs: List = []
-    errors: List = []
     try:
         if sources:
-            for s in sources:
-                d, e = parse_stream(sys.stdin.read(), "<stdin>") if s == "-" else read_path(s)
-                docs += d
-                errors += e
+            rep = compare.compare_keyed(_keyed(sources))
         elif slurm:
             from cudafix.fleet import engine_slurm
 
             docs, errors = engine_slurm.gather(python or sys.executable, srun_args, timeout=timeout)
+            rep = compare.compare(docs, [(e.source, e.message) for e in errors])
         else:
             from cudafix.fleet import engine_ray
 
             docs, errors = engine_ray.gather(None if ray_address == "auto" else ray_address, timeout=timeout)
+            rep = compare.compare(docs, [(e.source, e.message) for e in errors])
     except EngineError as exc:  # the engine could not be used: one line
         _fail(str(exc))
-    if not docs and not errors:
+    if not rep.nodes and not rep.errors:
         _fail("no snapshots found in %s" % ", ".join(sources) if sources else "the engine returned no snapshot")
-    rep = compare.compare(docs, [(e.source, e.message) for e in errors])
     click.echo(render.render_json(rep) if as_json else render.render_text(rep), nl=False)
     sys.exit(rep.exit_code())
+
+
+def _keyed(sources: Tuple[str, ...]) -> Iterator:
+    """Every node of every --from source, one at a time, in order (a directory in parallel)."""
+    import os
+
+    from cudafix.fleet import compare, parallel
+    from cudafix.fleet.inputs import InputError, iter_path, iter_stream
+
+    for s in sources:
+        if s != "-" and os.path.isdir(s):
+            yield from parallel.iter_dir(s)
+            continue
+        for item in (iter_stream(sys.stdin.read(), "<stdin>") if s == "-" else iter_path(s)):
+            yield compare.Keyed(item.source, error=item.message) if isinstance(item, InputError) else compare.keyed(item)
 
 
 def _fail(msg: str) -> None:

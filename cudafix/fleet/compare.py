@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import gc
 import hashlib
 import json
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from cudafix import rules
 from cudafix.fleet import checks
 from cudafix.fleet.inputs import Document
-from cudafix.fleet.model import Aggregated
+from cudafix.fleet.model import Aggregated, hostlist
 from cudafix.model.snapshot import Snapshot, SnapshotError
 
 UNSET = "(unset)"
@@ -39,7 +40,7 @@ class Node:
     engine: Optional[str]
     node_id: Optional[str]
     facts: Dict[str, str]
-    content: str  # hash of the snapshot without its identity fields
+    content: str  # which distinct content (the snapshot without its identity fields) the node has
 
 
 @dataclasses.dataclass
@@ -110,6 +111,7 @@ def node_facts(data: dict) -> Dict[str, str]:
 
 
 def content_key(data: dict) -> str:
+    """The content's exact key (any input): the snapshot without its identity fields, serialised."""
     rest = {k: v for k, v in data.items() if k not in IDENTITY_TOP_FIELDS}
     node = rest.get("node")
     if isinstance(node, dict):
@@ -118,39 +120,191 @@ def content_key(data: dict) -> str:
     return hashlib.sha1(json.dumps(rest, default=str, separators=(",", ":")).encode("utf-8")).hexdigest()
 
 
-def _name(data: dict, source: str) -> Tuple[str, Optional[str], Optional[str], Optional[str]]:
-    node = data.get("node") if isinstance(data.get("node"), dict) else {}
+_ID_WINDOW = 16384  # cudafix writes created, source and the node section first (model/snapshot.py)
+_NOTHING = object()
+_encode = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
+
+
+def raw_key(raw: bytes, data: dict) -> Optional[bytes]:
+    """The content's key from a file's own bytes: every byte but the identity members, and where
+    those were.  Exact, and ~10x cheaper than serialising the parsed document again: each identity
+    member ``"key": value`` (value re-encoded as json.dumps writes it) is cut where it is first
+    found (in the file's head, else its tail).  Two files with the same key are byte-identical
+    outside the cuts, and the cuts start and end at the same offsets: they differ only in the values
+    of same-length members at the same places.  A cut elsewhere than the real member (a decoy
+    carrying the node's own value) leaves the real member in the bytes, so there too equal keys
+    mean equal values: equal content.  (Names of another length key apart: one more rule run,
+    never a wrong merge.)  None (use content_key) when a member is not found as cudafix writes it."""
+    cuts = identity_cuts(raw, data)
+    if cuts is None:
+        return None
+    pieces, pos = [repr(cuts).encode("ascii"), b"\0"], 0  # where each cut starts and ends
+    for a, b, _ in cuts:
+        pieces.append(raw[pos:a])
+        pos = b
+    pieces.append(raw[pos:])
+    return b"".join(pieces)
+
+
+def identity_cuts(raw: bytes, data: dict) -> Optional[List[Tuple[int, int, str]]]:
+    """(start, end, key) of each identity member in ``raw``, in order (see raw_key)."""
+    node = data.get("node")
+    wanted = [("created", data.get("created", _NOTHING)), ("source", data.get("source", _NOTHING))]
+    if isinstance(node, dict):
+        wanted += [(k, node.get(k, _NOTHING)) for k in ("hostname", "engine", "node_id")]
+    cuts = []
+    for key, value in wanted:
+        if value is _NOTHING:
+            continue
+        member = ('"%s": %s' % (key, "null" if value is None else _encode(value))).encode("ascii")
+        at = raw.find(member, 0, _ID_WINDOW)
+        if at < 0:  # a section appended after the rest (older writers, hand-made fleets)
+            at = raw.rfind(member, max(0, len(raw) - _ID_WINDOW))
+        if at < 0:
+            return None
+        cuts.append((at, at + len(member), key))
+    cuts.sort()
+    if any(a < b for (_, b, _), (a, _, _) in zip(cuts, cuts[1:])):
+        return None  # overlapping members: not a file cudafix wrote
+    return cuts
+
+
+def _identity_problem(data: dict) -> Optional[str]:
+    """The per-node fields the content key leaves out are type-checked per node (the content
+    itself is checked once per distinct content, by Snapshot.from_dict)."""
+    for k in IDENTITY_TOP_FIELDS:
+        if k in data and not isinstance(data[k], str):
+            return "Snapshot.%s: expected str, got %s" % (k, type(data[k]).__name__)
+    node = data.get("node", {})
+    if not isinstance(node, dict):
+        return "Snapshot.node: expected an object for NodeInfo, got %s" % type(node).__name__
+    for k in ("hostname", "engine", "node_id"):
+        v = node.get(k)
+        if v is not None and not isinstance(v, str):
+            return "NodeInfo.%s: expected str, got %s" % (k, type(v).__name__)
+    for k in ("found_via", "unknown"):
+        v = node.get(k, {})
+        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+            return "NodeInfo.%s: expected an object of strings" % k
+    return None
+
+
+@dataclasses.dataclass
+class _Content:
+    """What one distinct content gives: judged once, shared by every node that has it."""
+
+    facts: Dict[str, str]
+    findings: List[Tuple[str, str, List[str]]]  # (rule, severity, messages in order)
+    error: Optional[str] = None  # the snapshot is unusable (malformed): the node cannot be judged
+    rule_errors: Tuple[str, ...] = ()  # rules that crashed on it: not judged either
+    id: Optional[str] = None  # "c0", "c1", ...: Node.content of the nodes that have it
+
+
+def _judge(data: dict) -> _Content:
+    try:
+        snap = Snapshot.from_dict(data)
+        facts = node_facts(data)
+    except (SnapshotError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+        return _Content({}, [], error="unusable snapshot: %s" % (str(exc) or type(exc).__name__)[:300])
+    runs = rules.run(snap)
+    grouped: "collections.OrderedDict[Tuple[str, str], List[str]]" = collections.OrderedDict()
+    for f in rules.findings(runs):
+        grouped.setdefault((f.rule, f.severity), []).append(f.message)
+    crashed = tuple("%s (%s)" % (r.rule.id, (r.error or "")[:200]) for r in runs if r.error)
+    return _Content(facts, [(r, s, m) for (r, s), m in grouped.items()], rule_errors=crashed)
+
+
+def _name(d: Document) -> Tuple[str, Optional[str], Optional[str], Optional[str]]:
+    node = d.data.get("node") if isinstance(d.data.get("node"), dict) else {}
     host, engine, nid = node.get("hostname"), node.get("engine"), node.get("node_id")
     short = nid[:12] if engine == "ray" and nid else nid  # Ray's node ids are 56 hex digits; 12 are unique
-    return (short or host or source), host, engine, nid
+    # the transport's name (pdsh's host prefix) wins: a node cannot name itself another node
+    return (d.name or short or host or d.source), host, engine, nid
 
 
 def _natural(s: str) -> List[object]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
 
 
-def compare(docs: List[Document], errors: List[Tuple[str, str]] = ()) -> FleetReport:
+@dataclasses.dataclass
+class Keyed:
+    """One node's document reduced to what the comparison keeps: where from, who, which content."""
+
+    source: str
+    ident: Tuple[str, Optional[str], Optional[str], Optional[str]] = ("", None, None, None)  # name, host, engine, id
+    key: object = None  # the content key (raw_key's bytes, a digest of them, or content_key's hex)
+    data: Optional[dict] = None  # the document, when its content may not have been judged yet
+    error: Optional[str] = None  # the input or the node's identity is unusable: not judged
+
+
+def keyed(d: Document) -> Keyed:
+    problem = _identity_problem(d.data)
+    if problem:
+        return Keyed(d.source, error="unusable snapshot: %s" % problem)
+    key: object = raw_key(d.raw, d.data) if d.raw else None
+    if key is None:
+        try:
+            key = content_key(d.data)
+        except (ValueError, TypeError, RecursionError) as exc:
+            return Keyed(d.source, error="unusable snapshot: %s" % (str(exc) or type(exc).__name__)[:300])
+    return Keyed(d.source, _name(d), key, d.data)
+
+
+def compare(docs: Iterable[Document], errors: Sequence[Tuple[str, str]] = ()) -> FleetReport:
+    return compare_keyed((keyed(d) for d in docs), errors)
+
+
+def compare_keyed(items: Iterable[Keyed], errors: Sequence[Tuple[str, str]] = ()) -> FleetReport:
+    """Linear in the nodes: each node costs its identity and its content key; the snapshot is
+    built and the rules run once per distinct content (the nodes of a healthy cluster differ only
+    in identity).  ``items`` may be a generator: one parsed document is held at a time."""
     errors = list(errors)
     nodes: List[Node] = []
-    reps: Dict[str, dict] = {}  # content -> one representative document
-    seen_names: Dict[str, int] = {}
-    for d in docs:
-        name, host, engine, nid = _name(d.data, d.source)
-        if name in seen_names:  # two snapshots of one node: keep both, told apart
-            seen_names[name] += 1
-            name = "%s (%s)" % (name, d.source)
-        else:
-            seen_names[name] = 1
-        key = content_key(d.data)
-        reps.setdefault(key, d.data)
-        nodes.append(Node(name, d.source, host, engine, nid, node_facts(d.data), key))
+    contents: Dict[object, _Content] = {}
+    by_id: Dict[str, _Content] = {}  # Node.content -> what that content gave
+    seen_names: Dict[str, List[str]] = {}
+    last: Tuple[object, Optional[_Content]] = (None, None)
+    collecting = gc.isenabled()
+    gc.disable()  # the documents are acyclic (refcounting frees each); the collector would only re-walk the nodes kept
+    try:
+        for k in items:
+            if k.error:
+                errors.append((k.source, k.error))
+                continue
+            content = last[1] if k.key == last[0] else contents.get(k.key)  # neighbours share content: a compare, no hash
+            if content is None:
+                if k.data is None:
+                    errors.append((k.source, "internal: content seen before its document"))
+                    continue
+                content = contents[k.key] = _judge(k.data)
+            last = (k.key, content)
+            if content.error:
+                errors.append((k.source, content.error))
+                continue
+            name, host, engine, nid = k.ident
+            sources = seen_names.setdefault(name, [])
+            sources.append(k.source)
+            if len(sources) > 1:  # two snapshots of one node: keep both, told apart; not judged
+                name = "%s (%s)" % (name, k.source)
+            if content.id is None:
+                content.id = "c%d" % len(by_id)
+                by_id[content.id] = content
+            nodes.append(Node(name, k.source, host, engine, nid, content.facts, content.id))
+    finally:
+        if collecting:
+            gc.enable()
+    for name, sources in seen_names.items():
+        if len(sources) > 1:
+            errors.append((name, "%d snapshots name this node (%s): cannot tell which is the node's"
+                           % (len(sources), ", ".join(sources[:3]) + (", ..." if len(sources) > 3 else ""))))
     nodes.sort(key=lambda n: _natural(n.name))
 
     # groups: identical facts; the largest first (ties: the group of the first node by name)
-    keys = sorted({k for n in nodes for k in n.facts}, key=lambda k: (FACT_ORDER.index(k) if k in FACT_ORDER else len(FACT_ORDER), k))
+    keys = sorted({k for c in by_id.values() for k in c.facts}, key=lambda k: (FACT_ORDER.index(k) if k in FACT_ORDER else len(FACT_ORDER), k))
+    fact_keys = {cid: tuple(c.facts.get(k, UNSET) for k in keys) for cid, c in by_id.items()}
     by_facts: "collections.OrderedDict[Tuple[str, ...], List[Node]]" = collections.OrderedDict()
     for n in nodes:
-        by_facts.setdefault(tuple(n.facts.get(k, UNSET) for k in keys), []).append(n)
+        by_facts.setdefault(fact_keys[n.content], []).append(n)
     ordered = sorted(by_facts.items(), key=lambda kv: -len(kv[1]))
     groups = [Group(dict(zip(keys, fk)), [n.name for n in ns]) for fk, ns in ordered]
     outliers: List[Outlier] = []
@@ -160,23 +314,23 @@ def compare(docs: List[Document], errors: List[Tuple[str, str]] = ()) -> FleetRe
             diff = {k: (g.facts[k], major[k]) for k in keys if g.facts[k] != major[k]}
             outliers += [Outlier(n, diff) for n in g.nodes]
 
-    # findings: the rules once per distinct content
-    per_content: Dict[str, List[Tuple[str, str, str]]] = {}
-    for key, data in reps.items():
-        try:
-            snap = Snapshot.from_dict(data)
-        except SnapshotError as exc:
-            per_content[key] = [("snapshot-unreadable", "error", str(exc))]
-            continue
-        per_content[key] = [(f.rule, f.severity, f.message) for f in rules.findings(rules.run(snap))]
+    # findings: judged once per content, aggregated over the nodes in name order
     agg: "collections.OrderedDict[Tuple[str, str], Aggregated]" = collections.OrderedDict()
+    crashed: "collections.OrderedDict[str, List[str]]" = collections.OrderedDict()
     for n in nodes:
-        for rid, sev, msg in per_content.get(n.content, ()):
-            a = agg.setdefault((rid, sev), Aggregated(rid, sev, [], []))
-            if n.name not in a.nodes:
-                a.nodes.append(n.name)
-            if msg not in a.messages and len(a.messages) < 3:
-                a.messages.append(msg)
+        judged = by_id[n.content]
+        for rid, sev, msgs in judged.findings:
+            a = agg.get((rid, sev))
+            if a is None:
+                a = agg[(rid, sev)] = Aggregated(rid, sev, [], [])
+            a.nodes.append(n.name)
+            if len(a.messages) < 3:
+                a.messages.extend(m for m in dict.fromkeys(msgs) if m not in a.messages)
+                del a.messages[3:]
+        for r in judged.rule_errors:
+            crashed.setdefault(r, []).append(n.name)
+    for r, names in crashed.items():  # a rule that crashed judged nothing on those nodes
+        errors.append((hostlist(names, limit=4), "rule %s could not run" % r))
     order = {"error": 0, "warning": 1, "info": 2}
     findings = sorted(agg.values(), key=lambda a: (order.get(a.severity, 3), -len(a.nodes), a.rule))
 

@@ -413,7 +413,10 @@ def _convert(tp: Any, value: Any) -> Any:
     origin = getattr(tp, "__origin__", None)
     args = getattr(tp, "__args__", ()) or ()
     if value is None:
-        return None
+        if tp is Any or (origin is typing.Union and type(None) in args):
+            return None
+        # null where the model has no None: every reader would crash on it (a malformed file)
+        raise SnapshotError("expected %s, got null" % (getattr(tp, "__name__", None) or tp))
     if origin is typing.Union:  # Optional[X]
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], value) if len(inner) == 1 else value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import textwrap
 from typing import Any, Dict, List, Optional, Sequence
@@ -58,7 +59,35 @@ class Out:
         self.add(self.style(title, "bold"))
 
     def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
+        return "\n".join(terminal_line(ln, self.color) for ln in self.lines) + "\n"
+
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_OWN_CODES = re.compile("(%s)" % "|".join(re.escape(c) for c in sorted(set(COLOURS.values()) | {RESET}, key=len, reverse=True)))
+
+
+def _escaped(c: str) -> str:
+    o = ord(c)
+    return _ESCAPES.get(c) or ("\\x%02x" % o if o < 0x100 else "\\u%04x" % o if o < 0x10000 else "\\U%08x" % o)
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on written out as an escape (\\x1b, \\r,
+    \\n, \\x9b, \\u202e, ...): a string from a snapshot (a node name, a version, an env value)
+    cannot move the cursor, set the title, recolour the screen or forge a line of the report."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escaped(c) for c in text)
+
+
+def terminal_line(line: str, color: bool) -> str:
+    """One line of a text report: printable(), keeping only the renderer's own colour codes
+    (when it colours: a snapshot string spelling one of them exactly can recolour, nothing more)."""
+    if line.isprintable():
+        return line
+    if not color:
+        return printable(line)
+    return "".join(p if i % 2 else printable(p) for i, p in enumerate(_OWN_CODES.split(line)))
 
 
 def unknown_text(reason: Optional[str]) -> str:
