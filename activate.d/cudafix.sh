@@ -48,7 +48,8 @@ if [ "${CUDAFIX_DISABLE-}" != 1 ] && [ -n "${CONDA_PREFIX-}" ]; then
     . "$_cudafix_f"
   fi
   if [ -z "$_cudafix_fresh" ]; then
-    if [ -x "$CONDA_PREFIX/bin/python" ] && _cudafix_code=$("$CONDA_PREFIX/bin/python" -m cudafix shell --shell sh --activate --write-cache 2>/dev/null); then
+    # shellcheck disable=SC2016
+    if [ -x "$CONDA_PREFIX/bin/python" ] && _cudafix_code=$(/bin/sh -c 'cd / && exec "$0" -m cudafix shell --shell sh --activate --write-cache </dev/null 2>/dev/null' "$CONDA_PREFIX/bin/python"); then
       eval "$_cudafix_code"
     else
       [ "${CUDAFIX_QUIET-}" = 1 ] || printf '%s\n' "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)" >&2

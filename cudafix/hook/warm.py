@@ -12,6 +12,7 @@ import time
 from typing import Dict, Mapping, Optional, Sequence
 
 from cudafix.model.snapshot import Snapshot
+from cudafix.store.safefs import CHILD_CWD
 from cudafix.plans.warm import (
     LOCK_FILE,
     LOG_FILE,
@@ -70,7 +71,7 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
     # while we poll it.
     with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
         proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=fout, stderr=ferr,
-                                stdin=subprocess.DEVNULL, env=cenv)
+                                stdin=subprocess.DEVNULL, env=cenv, cwd=CHILD_CWD)  # never the caller's dir
         try:
             while proc.poll() is None:
                 el = time.monotonic() - start
@@ -126,7 +127,8 @@ def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         subprocess.Popen([python or sys.executable, "-m", "cudafix", "warm", "--background"], stdin=subprocess.DEVNULL,
-                         stdout=fd, stderr=fd, env=dict(env), start_new_session=True, close_fds=True)
+                         stdout=fd, stderr=fd, env=dict(env), start_new_session=True, close_fds=True,
+                         cwd=CHILD_CWD)  # `-m` imports from the cwd: never the activating shell's
     finally:
         os.close(fd)
     return log

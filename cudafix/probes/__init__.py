@@ -53,15 +53,18 @@ def query_python(python: str, env: Mapping[str, str], timeout: float = PYTHON_QU
     """sys.path / prefix / version of another interpreter with ONE bounded subprocess.
 
     ``-c`` (not ``-I -S``): site-packages and .pth files must count, as they do for the user.
-    cudafix's own startup hook is switched off in the child (CUDAFIX_DISABLE=1).
+    cudafix's own startup hook is switched off in the child (CUDAFIX_DISABLE=1).  It runs in
+    ``/`` (safefs.CHILD_CWD): ``-c`` would import a json.py planted in the caller's directory.
     """
     import subprocess  # here: `status` on this interpreter never spawns, and skips the import
+
+    from cudafix.store.safefs import CHILD_CWD
 
     child_env = dict(env)
     child_env["CUDAFIX_DISABLE"] = "1"
     try:
         proc = subprocess.run([python, "-c", _QUERY], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, env=child_env, timeout=timeout)
+                              stdin=subprocess.DEVNULL, env=child_env, timeout=timeout, cwd=CHILD_CWD)
     except subprocess.TimeoutExpired:
         raise ProbeError("%s did not answer within %.0f s" % (python, timeout)) from None
     except OSError as exc:

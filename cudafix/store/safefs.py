@@ -27,6 +27,12 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW | _CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 MAX_LINKS = 40  # symbolic links followed in one walk (the kernel's own limit)
+# The working directory of every process cudafix starts (docs/security.md, "Processes"): `-m` and
+# `-c` put the current directory first on sys.path, and an empty or relative PYTHONPATH entry
+# names it too, so a child started in /tmp or a shared project directory would import a planted
+# cudafix/, json.py or sitecustomize.py.  `/` is root's; unlike -I it keeps PYTHONPATH and the
+# user site, where the user's own programs find torch (and -P needs Python 3.11).
+CHILD_CWD = "/"
 
 
 def trusted(st, uid, want_dir):
