@@ -12,7 +12,7 @@ import time
 from typing import Dict, Mapping, Optional, Sequence
 
 from cudafix.model.snapshot import Snapshot
-from cudafix.store.safefs import CHILD_CWD
+from cudafix.store.safefs import CHILD_CWD, env_owners
 from cudafix.plans.warm import (
     LOCK_FILE,
     LOG_FILE,
@@ -21,6 +21,7 @@ from cudafix.plans.warm import (
     dir_bytes,
     is_warm,
     child_env,
+    load_refusal,
     child_spec,
     load_state,
     plan,
@@ -62,6 +63,12 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
     """Warm one target in a child; ``progress(fraction, elapsed, estimate, cache_added)`` is
     called a few times a second (fraction and estimate None when the PTX size is not known).  Returns the child's last report plus measured numbers."""
     spec = child_spec(target, snap)
+    # checked again just before the load (the plan's check may be minutes old), and loaded by the
+    # real path that was checked: a link swapped in between cannot point the child elsewhere
+    owners = env_owners(snap.python.prefix) if snap.python.prefix else ()
+    refused = [(p, load_refusal(p, owners)) for p in spec["libs"]]  # type: ignore[union-attr]
+    spec["libs"] = [os.path.realpath(p) for p, why in refused if why is None]
+    refused = [(p, why) for p, why in refused if why is not None]
     cenv = child_env(target, env)
     cpath = cache_path(cenv)
     before = dir_bytes(cpath)
@@ -106,6 +113,10 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
         result["error"] = lines[-1] if lines else "child exited with %s" % proc.returncode
     if failed:
         result["error"] = "; ".join("%s: %s" % (os.path.basename(s["path"]), s.get("error")) for s in failed)
+    if refused:  # never recorded warm: the module was not loaded
+        result["ok"] = False
+        result["skipped"] = [{"path": p, "why": why} for p, why in refused]
+        result["error"] = "; ".join(["%s: %s" % (p, why) for p, why in refused] + ([str(result["error"])] if result.get("error") else []))
     if progress is not None:
         progress(1.0, el, est, result["cache_added"])
     return result

@@ -232,12 +232,15 @@ def sig_mtime_ns(sig):
         return None
 
 
-def safe_to_load(path, owners=(0,)):
+def safe_to_load(path, owners=(0,), sticky_ok=False):
     """None if the library at ``path`` may be loaded into this process, else the reason.
 
     It must be an absolute path whose real file and every directory above it are owned by root,
     us or one of ``owners`` (the env's owner: whoever can already change torch) and writable by
-    nobody else -- no sticky exception: a library never comes from /tmp or the current dir.
+    nobody else -- no sticky exception for a preload: it never comes from /tmp or the current dir.
+    ``sticky_ok`` (warm, which loads what the user's own program would): a sticky directory
+    writable by others (/tmp, which holds torch's default TORCH_EXTENSIONS_DIR) may sit above the
+    module's own directory, since nobody else can rename or replace an entry of ours in it.
     """
     if not isinstance(path, str) or not path.startswith("/"):
         return "not an absolute path"
@@ -248,10 +251,11 @@ def safe_to_load(path, owners=(0,)):
         st = os.stat(real)
         if st.st_mode & _IFMT != _IFREG or st.st_uid not in ok or st.st_mode & 0o022:
             return "%s is not a file of root or the env's owner writable only by them" % real
-        d = os.path.dirname(real)
+        d = own = os.path.dirname(real)
         while True:
             st = os.stat(d)
-            if st.st_uid not in ok or st.st_mode & 0o022:
+            sticky = sticky_ok and d != own and st.st_mode & _ISVTX
+            if st.st_uid not in ok or (st.st_mode & 0o022 and not sticky):
                 return "directory %s can be written by a user other than root or the env's owner" % d
             if d == "/":
                 return None
