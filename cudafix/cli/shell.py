@@ -169,8 +169,7 @@ def hooks_install(prefix: Optional[str]) -> None:
             continue
         from cudafix.store.fsutil import atomic_write
 
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        atomic_write(path, data, mode=0o644)
+        atomic_write(path, data, mode=0o644, make_dirs=True)
         click.echo("%s  %s" % ("updated  " if state == "differs" else "installed", path))
     for rel in UNLINKED:  # the real deactivate scripts are back
         path = os.path.join(prefix, "etc", "conda", rel)

@@ -162,13 +162,9 @@ def write_private_dir(text: str, name: str) -> str:
     """Write ``text`` to ``name`` in a new private directory (mkdtemp: 0700, unpredictable name)
     and return the directory.  csh's cold path sources the file and removes both: csh cannot eval
     multi-line code, and this works where no cache can be written (HOME unset, cache unwritable)."""
-    import tempfile
+    from cudafix.store.safefs import new_private_dir_file
 
-    d = tempfile.mkdtemp(prefix="cudafix-activate-")
-    fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(text.encode("utf-8", "surrogateescape"))
-    return d
+    return new_private_dir_file(name, text.encode("utf-8", "surrogateescape"), "cudafix-activate-")
 
 
 def _start_warm(snap, found, plan: Plan, env: Mapping[str, str]) -> None:

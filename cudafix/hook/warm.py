@@ -12,7 +12,7 @@ import time
 from typing import Dict, Mapping, Optional, Sequence
 
 from cudafix.model.snapshot import Snapshot
-from cudafix.store.safefs import CHILD_CWD, env_owners
+from cudafix.store.safefs import CHILD_CWD, env_owners, open_private, open_private_file
 from cudafix.plans.warm import (
     LOCK_FILE,
     LOG_FILE,
@@ -133,9 +133,13 @@ def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[
     cold = [t for t in targets if not all(is_warm(state, state_key(snap, t.cc, env), t, env).get(m.path) for m in t.modules if m.warmable)]
     if not cold or not any(m.warmable for t in cold for m in t.modules):
         return None
-    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
     log = os.path.join(cache_dir, LOG_FILE)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    # the env's cache dir as the one trust check has it (ours, 0700, no link of another user's
+    # on the way), the log a regular file of ours: with HOME unset it is /tmp/cudafix-<uid>, where
+    # another user may have planted links (docs/security.md).  Otherwise no background warm.
+    fd, _ = open_private(log)
+    if fd is None:
+        return None
     try:
         subprocess.Popen([python or sys.executable, "-m", "cudafix", "warm", "--background"], stdin=subprocess.DEVNULL,
                          stdout=fd, stderr=fd, env=dict(env), start_new_session=True, close_fds=True,
@@ -146,14 +150,22 @@ def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[
 
 
 def take_lock(cache_dir: str):
-    """An exclusive, non-blocking lock on the env's warm.lock; None when another warm runs."""
+    """An exclusive, non-blocking lock on the env's warm.lock; None when it cannot be had."""
+    return take_lock_why(cache_dir)[0]
+
+
+def take_lock_why(cache_dir: str):
+    """(lock, None): an exclusive, non-blocking lock on the env's warm.lock; (None, why) when
+    another warm of ours holds it, or the lock cannot be a private file of ours (safefs:
+    another user's link or file there is never followed, opened or waited for)."""
     import fcntl
 
-    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-    fh = open(os.path.join(cache_dir, LOCK_FILE), "a")
+    fh, why = open_private_file(os.path.join(cache_dir, LOCK_FILE))
+    if fh is None:
+        return None, "%s cannot be used: %s" % (LOCK_FILE, why)
     try:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         fh.close()
-        return None
-    return fh
+        return None, "another warm holds %s" % LOCK_FILE
+    return fh, None

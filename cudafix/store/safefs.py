@@ -189,6 +189,58 @@ def create_once(dfd, name):
         return False
 
 
+def open_private(path, flags=os.O_WRONLY | os.O_APPEND):
+    """(descriptor, None) or (None, reason): the file at ``path`` opened with ``flags`` (created
+    0600 when missing) in a directory :func:`open_dir` trusts (made 0700 as needed).  The file
+    must be a regular file of ours writable by nobody else: never through a link (O_NOFOLLOW,
+    also not another user's link in /tmp/cudafix-<uid>), never a FIFO (lstat first, O_NONBLOCK),
+    never another user's file.  For warm.log and warm.lock; the caller closes the descriptor."""
+    d, why = open_dir_why(os.path.dirname(path), create=True)
+    if d is None:
+        return None, why
+    name = os.path.basename(path)
+    uid = os.geteuid()
+    try:
+        try:
+            st = os.stat(name, dir_fd=d, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not trusted(st, uid, False):
+            return None, "%s: not a regular file of uid %d writable only by it" % (path, uid)
+        fd = os.open(name, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, 0o600, dir_fd=d)
+        st = os.fstat(fd)
+        if not trusted(st, uid, False):
+            os.close(fd)
+            return None, "%s: not a regular file of uid %d writable only by it" % (path, uid)
+        return fd, None
+    except (OSError, ValueError) as exc:
+        return None, "%s: %s" % (type(exc).__name__, exc)
+    finally:
+        os.close(d)
+
+
+def open_private_file(path):
+    """(file object for appending, None) or (None, reason): :func:`open_private` as a file."""
+    fd, why = open_private(path)
+    return (None, why) if fd is None else (os.fdopen(fd, "ab"), None)
+
+
+def new_private_dir_file(name, data, prefix):
+    """A new private directory (mkdtemp: 0700, unpredictable name, in TMPDIR) holding the new file
+    ``name`` (``O_EXCL | O_NOFOLLOW``, 0600) with ``data``; returns the directory."""
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix=prefix)
+    fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    return d
+
+
 def read_private(path, max_bytes):
     """(bytes, None) or (None, reason) for the file at ``path`` through :func:`open_dir`."""
     d, why = open_dir_why(os.path.dirname(path))
