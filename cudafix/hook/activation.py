@@ -89,6 +89,12 @@ def remove_cache(prefix: str, env: Mapping[str, str]) -> List[str]:
     p = cache_file(prefix, "sh", env)
     if p and base:
         d = os.path.dirname(p)
+        from cudafix.store import safefs
+
+        fd = safefs.open_dir(d)  # never through another user's link or directory (docs/security.md)
+        if fd is None:
+            return removed
+        os.close(fd)
         try:
             names = sorted(os.listdir(d))
         except OSError:
