@@ -176,3 +176,21 @@ def test_fix_apply_pip_never_imports_from_the_current_directory(tmp_path, torch_
     assert not marker.exists(), marker.read_text()
     assert "ERROR: Cannot install torchvision==0.29.1" in res.stderr, res.stdout[-2000:] + res.stderr[-2000:]
     assert _tv_dists(py) == ["torchvision-0.28.0.dist-info"]
+
+
+def test_python_query_reports_cwd_relative_entries_as_the_users_programs_see_them(tmp_path, monkeypatch):
+    """The child runs in `/`, but an empty or relative PYTHONPATH entry is still reported where the
+    user's own programs (started here) resolve it -- the truth: that interpreter run here."""
+    from cudafix.probes import query_python
+
+    cwd = tmp_path / "cwd"
+    (cwd / "src").mkdir(parents=True)
+    monkeypatch.chdir(cwd)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(["", "src", str(tmp_path / "abs")]))
+    env.pop("CUDAFIX_DISABLE", None)
+    truth = subprocess.run([sys.executable, "-c", "import sys, json; print(json.dumps(sys.path[1:4]))"], env=env,
+                           capture_output=True, text=True, cwd=str(cwd), timeout=60)
+    _info, path = query_python(sys.executable, env)
+    import json
+
+    assert path[:3] == json.loads(truth.stdout), (path[:3], truth.stdout)

@@ -51,17 +51,25 @@ def test_cuda_home_export_is_quoted_for_the_shell(shell, tmp_path):
 
 # -- a second `hooks uninstall --shell` ------------------------------------------------------------
 
-from tests.test_uninstall_active import ACTIVE, BEFORE, bash, env, wheel  # noqa: E402,F401  (fixtures)
+from tests.test_uninstall_active import ACTIVE, BEFORE, FIXTURE, PRELUDE, env, wheel  # noqa: E402,F401  (fixtures)
 
 
-def test_second_hooks_uninstall_succeeds_and_still_prints_the_undo_code(env):  # noqa: F811
-    out = bash('''
+def test_second_hooks_uninstall_succeeds_and_still_prints_the_undo_code(env, tmp_path):  # noqa: F811
+    # run from a directory of its own: from the checkout, `-m cudafix` would import the checkout
+    # (whose source files never go away) instead of the wheel installed in the env
+    script = '''
 show; conda_activate; show
 "$P/bin/python" -m cudafix hooks uninstall >/dev/null 2>&1   # a first uninstall, not in this shell
 code=$("$P/bin/python" -m cudafix hooks uninstall --shell bash 2>/dev/null) && eval "$code" && echo chained; show
 "$P/bin/python" -m cudafix hooks uninstall --shell bash >/dev/null 2>&1; echo "third=$?"
-''', env)
-    assert out[:5] == [BEFORE, ACTIVE, "chained", BEFORE, "third=0"], out
+"$P/bin/python" -c 'import cudafix, sys; print("from-env" if cudafix.__file__.startswith(sys.prefix) else cudafix.__file__)'
+'''
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    proc = subprocess.run(["bash", "-c", PRELUDE + script, "bash", str(env["prefix"]), str(FIXTURE)], env=env["env"],
+                          capture_output=True, text=True, timeout=600, cwd=str(cwd))
+    out = proc.stdout.splitlines()
+    assert out == [BEFORE, ACTIVE, "chained", BEFORE, "third=0", "from-env"], proc.stdout + proc.stderr
 
 
 # -- cache clear --------------------------------------------------------------------------------

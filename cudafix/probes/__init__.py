@@ -78,7 +78,23 @@ def query_python(python: str, env: Mapping[str, str], timeout: float = PYTHON_QU
                       prefix=prefix, platform=str(data.get("platform") or ""))
     # '' is the child's own cwd (an artifact of -c), not the user's script dir: dropped.
     path = [p for p in data["path"] if isinstance(p, str) and p]
-    return info, path
+    # An empty or relative PYTHONPATH entry names the current directory: the child (run in `/`)
+    # resolved it there; the user's programs resolve it in theirs, as `status` run here would.
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = None
+    back = {}
+    for entry in (env.get("PYTHONPATH") or "").split(os.pathsep) if here else ():
+        if not os.path.isabs(entry):
+            back[_norm(os.path.join(CHILD_CWD, entry))] = os.path.normpath(os.path.join(here, entry))
+    return info, [back.get(_norm(p), p) for p in path]
+
+
+def _norm(p: str) -> str:
+    # the interpreter spells a relative entry resolved in `/` as "//src" (normpath keeps that)
+    p = os.path.normpath(p)
+    return "/" + p.lstrip("/") if p.startswith("//") else p
 
 
 def current_python() -> Tuple[PythonInfo, List[str]]:
