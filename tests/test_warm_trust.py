@@ -136,3 +136,34 @@ def test_child_never_loads_a_module_that_fails_the_check_at_load_time(case, tmp_
         assert not marker.exists(), "the child loaded %s" % f
         assert res["ok"] is False and res["skipped"][0]["path"] == str(f)
         assert "not loaded: " in res["error"]
+
+
+def test_warm_status_names_the_module_it_will_not_load(tmp_path, other):
+    """What `cudafix warm --status` does (cudafix/cli/warm.py: take_snapshot, plan, plan_lines) on
+    a real probe of TORCH_EXTENSIONS_DIR holding a real PTX-only CUDA module (nvcc: compute_75 PTX,
+    a shared runtime: JIT on an sm_90 GPU, warmable) twice: in a build directory of ours and in
+    one another user owns.  This machine has no GPU: the snapshot gets one H200 (CC 9.0)."""
+    from cudafix import probes
+    from cudafix.plans import warm
+    from tests import extbuild
+
+    if extbuild.nvcc_path() is None:
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("nvcc")
+    so = pathlib.Path(extbuild.build_kernels("cfx_ptx75s", ["-gencode=arch=compute_75,code=compute_75"], cudart="shared"))
+    ext = tmp_path / "torch_extensions"
+    for owner in ("ours", "theirs"):
+        d = ext / owner
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copy(str(so), str(d / so.name))
+        if owner == "theirs":
+            os.chown(str(d), other.pw_uid, other.pw_gid)
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(ext), CUDA_CACHE_PATH=str(tmp_path / "jit"))
+    snap = probes.take_snapshot(env=env)
+    snap.gpus.gpus = [GPU(index=0, name="NVIDIA H200", compute_capability="9.0", uuid="GPU-x")]
+    snap.gpus.visible = [0]
+    targets = warm.plan(snap)
+    lines = warm.plan_lines(targets, snap, warm.load_state(str(tmp_path / "state")), env)
+    mine = [ln for ln in lines if str(ext / "ours" / so.name) in ln]
+    theirs = [ln for ln in lines if "not loaded" in ln]
+    assert len(mine) == 1 and mine[0].lstrip().startswith("cold"), lines
+    assert len(theirs) == 1 and str(ext / "theirs") in theirs[0] and "another user" in theirs[0], lines
