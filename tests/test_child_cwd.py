@@ -18,8 +18,6 @@ import time
 
 import pytest
 
-from cudafix.model.findings import Finding
-from cudafix.model.fixes import EnvOp, EnvPatch, Fix
 from tests import conda_replay as cr
 
 REPO = cr.REPO

@@ -129,9 +129,9 @@ def test_fifo_in_a_dist_info_does_not_hang_status(tmp_path):
     ndi.mkdir()
     os.mkfifo(str(ndi / "RECORD"))
     (ndi / "METADATA").write_text("Name: nvidia-cublas-cu12\nVersion: 12.4.5.8\n")
-    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    e = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "xdg"))
     try:
-        res = run_dev_cudafix("status", "--python", str(py), env=env, timeout=120)
+        res = run_dev_cudafix("status", "--python", str(py), env=e, timeout=120)
     except subprocess.TimeoutExpired:
         pytest.fail("`cudafix status` hung on a FIFO in a dist-info")
     assert res.returncode in (0, 1), res.stderr[-2000:]
