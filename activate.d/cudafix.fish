@@ -54,7 +54,9 @@ if contains -- (string lower -- "$CUDAFIX_DISABLE") '' 0 no false off; and test 
         set -l _cudafix_code
         set -l _cudafix_rc 1
         if test -x "$CONDA_PREFIX/bin/python"
-            set _cudafix_code ("$CONDA_PREFIX/bin/python" -m cudafix shell --shell fish --activate --write-cache 2>/dev/null)
+            # from `/`, never the current directory: `-m` would import a cudafix/ planted there
+            # (docs/security.md; the same reasons as in the sh script)
+            set _cudafix_code (/bin/sh -c 'cd / && exec "$0" -m cudafix shell --shell fish --activate --write-cache </dev/null 2>/dev/null' "$CONDA_PREFIX/bin/python")
             set _cudafix_rc $status
         end
         if test $_cudafix_rc -eq 0

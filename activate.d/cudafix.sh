@@ -49,7 +49,8 @@ if [ -n "$_cudafix_on" ] && [ -n "${CONDA_PREFIX-}" ]; then
     . "$_cudafix_f"
   fi
   if [ -z "$_cudafix_fresh" ]; then
-    if [ -x "$CONDA_PREFIX/bin/python" ] && _cudafix_code=$("$CONDA_PREFIX/bin/python" -m cudafix shell --shell sh --activate --write-cache 2>/dev/null); then
+    # shellcheck disable=SC2016
+    if [ -x "$CONDA_PREFIX/bin/python" ] && _cudafix_code=$(/bin/sh -c 'cd / && exec "$0" -m cudafix shell --shell sh --activate --write-cache </dev/null 2>/dev/null' "$CONDA_PREFIX/bin/python"); then
       eval "$_cudafix_code"
     else
       case ${CUDAFIX_QUIET-} in ''|0|[Nn][Oo]|[Ff][Aa][Ll][Ss][Ee]|[Oo][Ff][Ff]) printf '%s\n' "cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)" >&2 ;; esac

@@ -89,6 +89,12 @@ def remove_cache(prefix: str, env: Mapping[str, str]) -> List[str]:
     p = cache_file(prefix, "sh", env)
     if p and base:
         d = os.path.dirname(p)
+        from cudafix.store import safefs
+
+        fd = safefs.open_dir(d)  # never through another user's link or directory (docs/security.md)
+        if fd is None:
+            return removed
+        os.close(fd)
         try:
             names = sorted(os.listdir(d))
         except OSError:
@@ -162,13 +168,9 @@ def write_private_dir(text: str, name: str) -> str:
     """Write ``text`` to ``name`` in a new private directory (mkdtemp: 0700, unpredictable name)
     and return the directory.  csh's cold path sources the file and removes both: csh cannot eval
     multi-line code, and this works where no cache can be written (HOME unset, cache unwritable)."""
-    import tempfile
+    from cudafix.store.safefs import new_private_dir_file
 
-    d = tempfile.mkdtemp(prefix="cudafix-activate-")
-    fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(text.encode("utf-8", "surrogateescape"))
-    return d
+    return new_private_dir_file(name, text.encode("utf-8", "surrogateescape"), "cudafix-activate-")
 
 
 def _start_warm(snap, found, plan: Plan, env: Mapping[str, str]) -> None:

@@ -18,15 +18,22 @@ import click
 
 
 def _ours(path: str) -> bool:
-    """A real directory (not a link) of this user that nobody else can write: the only kind
-    removed whole (the one trust check, cudafix/store/safefs.py)."""
+    """A real directory (not a link) of this user that nobody else can write, reached without a
+    link or directory of another user on the way: the only kind removed whole (the one trust
+    check, cudafix/store/safefs.py: open_dir walks every component, as the caches are opened)."""
     from cudafix.store import safefs
 
     try:
         st = os.lstat(path)
     except OSError:
         return False
-    return safefs.trusted(st, os.getuid(), True)
+    if not safefs.trusted(st, os.geteuid(), True):
+        return False
+    fd = safefs.open_dir(path)
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
 
 
 def clear_env(prefix: str) -> List[str]:

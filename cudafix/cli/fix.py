@@ -22,6 +22,7 @@ import click
 
 from cudafix.cli.report import EXIT_OK, analyse, emit, guarded, load_snapshot, source_options
 from cudafix.model.findings import ERROR, WARNING, RuleRun
+from cudafix.store.safefs import CHILD_CWD
 
 EXIT_FAILED = 1  # a step failed, the user declined, or the re-check still finds a torch error or warning
 EXIT_REFUSED = 3  # the plan needs what `fix --apply` does not do (driver, root, a what-if snapshot)
@@ -95,7 +96,9 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         emit("[%d/%d] $ %s\n" % (i, len(steps), step.text))
         sys.stdout.flush()
         try:
-            rc = subprocess.call(_argv(step))  # the installer's own progress streams through
+            # the installer's own progress streams through; in `/`: `python -m pip` would import
+            # a pip/ planted in the current directory (docs/security.md)
+            rc = subprocess.call(_argv(step), cwd=CHILD_CWD)
         except OSError as exc:
             rc, failed = 127, "%s: %s" % (step.text, exc)
         if rc != 0:

@@ -114,6 +114,13 @@ def site_packages(prefix: str) -> str:
     return found[0]
 
 
+def planned_paths(prefix: str) -> List[str]:
+    """Where `hooks install` puts its files (reads none of them: a second `hooks uninstall` of a
+    wheel install, whose source files were the very ones removed, still works)."""
+    site = site_packages(prefix)
+    return [os.path.join(site, name) for name in HOOK_FILES] + [os.path.join(prefix, "etc", "conda", rel) for rel, _ in script_sources()]
+
+
 def planned_files(prefix: str) -> List[Tuple[str, bytes]]:
     files: List[Tuple[str, bytes]] = []
     site = site_packages(prefix)
@@ -169,8 +176,7 @@ def hooks_install(prefix: Optional[str]) -> None:
             continue
         from cudafix.store.fsutil import atomic_write
 
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        atomic_write(path, data, mode=0o644)
+        atomic_write(path, data, mode=0o644, make_dirs=True)
         click.echo("%s  %s" % ("updated  " if state == "differs" else "installed", path))
     for rel in UNLINKED:  # the real deactivate scripts are back
         path = os.path.join(prefix, "etc", "conda", rel)
@@ -198,22 +204,32 @@ def hooks_uninstall(prefix: Optional[str], shell_name: Optional[str] = None) -> 
     def say(line: str) -> None:
         click.echo(line, err=shell_name is not None)
 
-    prefix = os.path.abspath(prefix or sys.prefix)
-    paths = [p for p, _data in planned_files(prefix)] + [os.path.join(prefix, "etc", "conda", r) for r in UNLINKED]
-    for path in paths:
-        if os.path.lexists(path):
-            os.unlink(path)
-            say("removed    %s" % path)
-    # directories install may have created, when nothing else is in them
-    for sub in ("etc/conda/activate.d", "etc/conda/deactivate.d", "etc/conda", "etc"):
-        try:
-            os.rmdir(os.path.join(prefix, sub))
-        except OSError:
-            pass
-    for p in activation.remove_cache(prefix, os.environ):
-        say("removed    %s" % p)
-    if shell_name is not None:
-        _write_out(activation.render_deactivate(shell_name))
+    failed: List[str] = []
+    try:
+        prefix = os.path.abspath(prefix or sys.prefix)
+        paths = planned_paths(prefix) + [os.path.join(prefix, "etc", "conda", r) for r in UNLINKED]
+        for path in paths:
+            if os.path.lexists(path):
+                try:
+                    os.unlink(path)
+                    say("removed    %s" % path)
+                except OSError as exc:  # the undo code below is printed all the same
+                    failed.append(path)
+                    say("cannot remove %s: %s" % (path, exc.strerror or exc))
+        # directories install may have created, when nothing else is in them
+        for sub in ("etc/conda/activate.d", "etc/conda/deactivate.d", "etc/conda", "etc"):
+            try:
+                os.rmdir(os.path.join(prefix, sub))
+            except OSError:
+                pass
+        for p in activation.remove_cache(prefix, os.environ):
+            say("removed    %s" % p)
+    finally:
+        # the undo code even when something above failed: `eval ... && pip uninstall` must work
+        if shell_name is not None:
+            _write_out(activation.render_deactivate(shell_name))
+    if failed:
+        sys.exit(1)
 
 
 @hooks_cmd.command("status")

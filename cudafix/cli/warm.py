@@ -41,9 +41,9 @@ def warm_cmd(status_only: bool, background: bool) -> None:
             os.nice(10)
         except OSError:
             pass
-        lock = warm_run.take_lock(cache_dir)
+        lock, why = warm_run.take_lock_why(cache_dir)
         if lock is None:
-            click.echo("%s cudafix warm: another warm holds %s; nothing done" % (time.strftime("%Y-%m-%dT%H:%M:%S"), warm.LOCK_FILE))
+            click.echo("%s cudafix warm: %s; nothing done" % (time.strftime("%Y-%m-%dT%H:%M:%S"), why))
             return
     try:
         snap = probes.take_snapshot(env=env, cache_dir=cache_dir)

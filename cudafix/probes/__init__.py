@@ -53,15 +53,18 @@ def query_python(python: str, env: Mapping[str, str], timeout: float = PYTHON_QU
     """sys.path / prefix / version of another interpreter with ONE bounded subprocess.
 
     ``-c`` (not ``-I -S``): site-packages and .pth files must count, as they do for the user.
-    cudafix's own startup hook is switched off in the child (CUDAFIX_DISABLE=1).
+    cudafix's own startup hook is switched off in the child (CUDAFIX_DISABLE=1).  It runs in
+    ``/`` (safefs.CHILD_CWD): ``-c`` would import a json.py planted in the caller's directory.
     """
     import subprocess  # here: `status` on this interpreter never spawns, and skips the import
+
+    from cudafix.store.safefs import CHILD_CWD
 
     child_env = dict(env)
     child_env["CUDAFIX_DISABLE"] = "1"
     try:
         proc = subprocess.run([python, "-c", _QUERY], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, env=child_env, timeout=timeout)
+                              stdin=subprocess.DEVNULL, env=child_env, timeout=timeout, cwd=CHILD_CWD)
     except subprocess.TimeoutExpired:
         raise ProbeError("%s did not answer within %.0f s" % (python, timeout)) from None
     except OSError as exc:
@@ -75,7 +78,23 @@ def query_python(python: str, env: Mapping[str, str], timeout: float = PYTHON_QU
                       prefix=prefix, platform=str(data.get("platform") or ""))
     # '' is the child's own cwd (an artifact of -c), not the user's script dir: dropped.
     path = [p for p in data["path"] if isinstance(p, str) and p]
-    return info, path
+    # An empty or relative PYTHONPATH entry names the current directory: the child (run in `/`)
+    # resolved it there; the user's programs resolve it in theirs, as `status` run here would.
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = None
+    back = {}
+    for entry in (env.get("PYTHONPATH") or "").split(os.pathsep) if here else ():
+        if not os.path.isabs(entry):
+            back[_norm(os.path.join(CHILD_CWD, entry))] = os.path.normpath(os.path.join(here, entry))
+    return info, [back.get(_norm(p), p) for p in path]
+
+
+def _norm(p: str) -> str:
+    # the interpreter spells a relative entry resolved in `/` as "//src" (normpath keeps that)
+    p = os.path.normpath(p)
+    return "/" + p.lstrip("/") if p.startswith("//") else p
 
 
 def current_python() -> Tuple[PythonInfo, List[str]]:

@@ -32,6 +32,7 @@ from cudafix.probes import elfsym
 from cudafix.probes.elf import read_elf
 from cudafix.probes.cudart_static import static_cudart_version
 from cudafix.probes.fatbin import scan_fatbin_uncached
+from cudafix.probes.host import open_regular
 from cudafix.store import cachefile
 
 CACHE_FILE = "extensions-cache.json"
@@ -159,7 +160,7 @@ class _Owners:
     @staticmethod
     def _read_record(path: str) -> List[str]:
         try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
+            with open_regular(path, text=True) as fh:  # never a FIFO planted in a dist-info
                 return [line.split(",", 1)[0] for line in fh if ".so" in line]
         except OSError:
             return []
@@ -179,7 +180,7 @@ def _conda_owner(prefix: str, path: str, cache: Dict[str, Tuple[str, str, str]])
             if not n.endswith(".json"):
                 continue
             try:
-                with open(os.path.join(meta, n), encoding="utf-8") as fh:
+                with open_regular(os.path.join(meta, n), text=True) as fh:
                     rec = json.load(fh)
                 for f in rec.get("files") or ():
                     if ".so" in f:

@@ -30,10 +30,31 @@ def describe_oserror(exc: BaseException) -> str:
     return "%s: %s" % (type(exc).__name__, exc)
 
 
-def read_text(path: str, limit: int = MAX_TEXT_BYTES) -> Tuple[Optional[str], Optional[str]]:
-    """(text, None) or (None, reason).  Decodes UTF-8 with replacement; reads at most ``limit``."""
+def open_regular(path: str, text: bool = False):
+    """``path`` opened for reading if it is a regular file; OSError otherwise.  A FIFO, socket or
+    device (planted in a dist-info on sys.path) is refused by stat before any open, and the open
+    is O_NONBLOCK + fstat again, so a swap in between cannot hang `status` or `import torch`
+    either (docs/security.md).  procfs and sysfs files are regular files."""
+    import errno
+    import stat as st_
+
+    if not st_.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        with open(path, "rb") as fh:
+        if not st_.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "r", encoding="utf-8", errors="replace") if text else os.fdopen(fd, "rb")
+
+
+def read_text(path: str, limit: int = MAX_TEXT_BYTES) -> Tuple[Optional[str], Optional[str]]:
+    """(text, None) or (None, reason).  Decodes UTF-8 with replacement; reads at most ``limit``.
+    Only a regular file (:func:`open_regular`)."""
+    try:
+        with open_regular(path) as fh:
             data = fh.read(limit)
     except (OSError, ValueError) as exc:
         return None, "%s: %s" % (path, describe_oserror(exc))

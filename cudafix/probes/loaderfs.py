@@ -15,6 +15,7 @@ import stat
 from typing import Dict, IO, List, Optional, Set, Tuple
 
 from cudafix.probes.elf import MULTIARCH_TRIPLETS, ElfFile, read_elf
+from cudafix.probes.host import open_regular
 from cudafix.probes.ldcache import LD_SO_CACHE, LdCache, read_ld_cache
 from cudafix.store import cachefile
 
@@ -54,7 +55,7 @@ class FileSystem:
         return read_ld_cache(path)
 
     def open_text(self, path: str) -> IO[str]:
-        return open(path, encoding="utf-8", errors="replace")
+        return open_regular(path, text=True)  # never a FIFO (docs/security.md)
 
     def note_cwd(self) -> None:
         """The answer now depends on the current directory (an empty search-path entry)."""
@@ -133,7 +134,7 @@ class RecordingFileSystem(FileSystem):
 
     def open_text(self, path: str) -> IO[str]:
         self.sig(path)
-        return open(path, encoding="utf-8", errors="replace")
+        return open_regular(path, text=True)  # never a FIFO (docs/security.md)
 
     def note_cwd(self) -> None:
         self.cwd = os.getcwd()

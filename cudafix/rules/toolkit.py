@@ -135,7 +135,7 @@ def check_cuda_home_missing(snap: Snapshot) -> Iterable[Outcome]:
             best = sorted(others, key=lambda tk: (not os.path.basename(tk.path.rstrip("/")).startswith("cuda"), tk.path))[0]
             ev.append("an installed toolkit with nvcc: %s (CUDA %s)" % (best.path, best.version))
             fix = Fix(summary="point %s at an installed toolkit, or unset it" % var,
-                      commands=("export %s=%s" % (var, best.path),))
+                      commands=("export %s=%s" % (var, shlex.quote(best.path)),))  # pasted into sh: quoted
         else:
             fix = Fix(summary="unset %s, or install a CUDA toolkit (nvcc) there" % var, commands=("unset %s" % var,))
         # Advice, not automatic: the user set it on purpose and may be about to install there.

@@ -7,7 +7,7 @@ from typing import Optional
 
 
 def atomic_write(path: str, data: bytes, mode: Optional[int] = 0o600, mtime: Optional[float] = None,
-                 fsync: bool = False) -> None:
+                 fsync: bool = False, make_dirs: bool = False) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory + os.replace.
 
     Readers (and concurrent writers) see the old file or a whole new one, never a mix.  ``mode``
@@ -17,6 +17,8 @@ def atomic_write(path: str, data: bytes, mode: Optional[int] = 0o600, mtime: Opt
     import tempfile  # only when writing: warm paths that only read never import it
 
     directory = os.path.dirname(os.path.abspath(path))
+    if make_dirs:  # the env's own etc/conda/activate.d (`hooks install`): the env owner's tree
+        os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:

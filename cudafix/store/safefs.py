@@ -27,6 +27,12 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | os.O_NOFOLLOW | _CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 MAX_LINKS = 40  # symbolic links followed in one walk (the kernel's own limit)
+# The working directory of every process cudafix starts (docs/security.md, "Processes"): `-m` and
+# `-c` put the current directory first on sys.path, and an empty or relative PYTHONPATH entry
+# names it too, so a child started in /tmp or a shared project directory would import a planted
+# cudafix/, json.py or sitecustomize.py.  `/` is root's; unlike -I it keeps PYTHONPATH and the
+# user site, where the user's own programs find torch (and -P needs Python 3.11).
+CHILD_CWD = "/"
 
 
 def trusted(st, uid, want_dir):
@@ -183,6 +189,58 @@ def create_once(dfd, name):
         return False
 
 
+def open_private(path, flags=os.O_WRONLY | os.O_APPEND):
+    """(descriptor, None) or (None, reason): the file at ``path`` opened with ``flags`` (created
+    0600 when missing) in a directory :func:`open_dir` trusts (made 0700 as needed).  The file
+    must be a regular file of ours writable by nobody else: never through a link (O_NOFOLLOW,
+    also not another user's link in /tmp/cudafix-<uid>), never a FIFO (lstat first, O_NONBLOCK),
+    never another user's file.  For warm.log and warm.lock; the caller closes the descriptor."""
+    d, why = open_dir_why(os.path.dirname(path), create=True)
+    if d is None:
+        return None, why
+    name = os.path.basename(path)
+    uid = os.geteuid()
+    try:
+        try:
+            st = os.stat(name, dir_fd=d, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and not trusted(st, uid, False):
+            return None, "%s: not a regular file of uid %d writable only by it" % (path, uid)
+        fd = os.open(name, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, 0o600, dir_fd=d)
+        st = os.fstat(fd)
+        if not trusted(st, uid, False):
+            os.close(fd)
+            return None, "%s: not a regular file of uid %d writable only by it" % (path, uid)
+        return fd, None
+    except (OSError, ValueError) as exc:
+        return None, "%s: %s" % (type(exc).__name__, exc)
+    finally:
+        os.close(d)
+
+
+def open_private_file(path):
+    """(file object for appending, None) or (None, reason): :func:`open_private` as a file."""
+    fd, why = open_private(path)
+    return (None, why) if fd is None else (os.fdopen(fd, "ab"), None)
+
+
+def new_private_dir_file(name, data, prefix):
+    """A new private directory (mkdtemp: 0700, unpredictable name, in TMPDIR) holding the new file
+    ``name`` (``O_EXCL | O_NOFOLLOW``, 0600) with ``data``; returns the directory."""
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix=prefix)
+    fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    return d
+
+
 def read_private(path, max_bytes):
     """(bytes, None) or (None, reason) for the file at ``path`` through :func:`open_dir`."""
     d, why = open_dir_why(os.path.dirname(path))
@@ -226,12 +284,15 @@ def sig_mtime_ns(sig):
         return None
 
 
-def safe_to_load(path, owners=(0,)):
+def safe_to_load(path, owners=(0,), sticky_ok=False):
     """None if the library at ``path`` may be loaded into this process, else the reason.
 
     It must be an absolute path whose real file and every directory above it are owned by root,
     us or one of ``owners`` (the env's owner: whoever can already change torch) and writable by
-    nobody else -- no sticky exception: a library never comes from /tmp or the current dir.
+    nobody else -- no sticky exception for a preload: it never comes from /tmp or the current dir.
+    ``sticky_ok`` (warm, which loads what the user's own program would): a sticky directory
+    writable by others (/tmp, which holds torch's default TORCH_EXTENSIONS_DIR) may sit above the
+    module's own directory, since nobody else can rename or replace an entry of ours in it.
     """
     if not isinstance(path, str) or not path.startswith("/"):
         return "not an absolute path"
@@ -242,10 +303,11 @@ def safe_to_load(path, owners=(0,)):
         st = os.stat(real)
         if st.st_mode & _IFMT != _IFREG or st.st_uid not in ok or st.st_mode & 0o022:
             return "%s is not a file of root or the env's owner writable only by them" % real
-        d = os.path.dirname(real)
+        d = own = os.path.dirname(real)
         while True:
             st = os.stat(d)
-            if st.st_uid not in ok or st.st_mode & 0o022:
+            sticky = sticky_ok and d != own and st.st_mode & _ISVTX
+            if st.st_uid not in ok or (st.st_mode & 0o022 and not sticky):
                 return "directory %s can be written by a user other than root or the env's owner" % d
             if d == "/":
                 return None

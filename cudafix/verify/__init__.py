@@ -66,7 +66,7 @@ def run_child(python: str, quick: bool, timeout: float) -> Dict[str, Any]:
     child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
     cmd = [python, child] + (["--quick"] if quick else [])
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd="/")  # never the caller's dir (as store/safefs.CHILD_CWD)
     except subprocess.TimeoutExpired:
         raise VerifyError("the torch check did not finish within %ds (a PTX JIT stall looks like this: "
                           "run `cudafix status`)" % timeout) from None

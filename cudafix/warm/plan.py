@@ -31,7 +31,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from cudafix.knowledge import arch as karch
 from cudafix.knowledge import gpus as kgpus
 from cudafix.model.snapshot import GPU, Snapshot
-from cudafix.store import cachefile
+from cudafix.store import cachefile, safefs
 
 STATE_FILE = "warm-state.json"
 STATE_VERSION = 1
@@ -93,9 +93,25 @@ def _cc(g: GPU) -> Optional[str]:
     return g.compute_capability or kgpus.compute_capability(g.name)
 
 
+def load_refusal(path: str, owners: Sequence[int], at_load: bool = True) -> Optional[str]:
+    """Why the warm child must not load the module at ``path`` (None: it may).  The child runs as
+    whoever activated, root included: a module another user owns or can write (a shared
+    TORCH_EXTENSIONS_DIR, a world-writable directory on sys.path) would run its constructors as
+    them.  The preloads' trust check (store/safefs.py), a sticky /tmp allowed above the module's
+    own directory; docs/security.md.  ``at_load=False`` (the plan): a file that is not on this
+    machine (a recorded snapshot) is judged only when the child would load it."""
+    if not at_load and not os.path.lexists(path):
+        return None
+    why = safefs.safe_to_load(path, tuple(owners), sticky_ok=True)
+    return None if why is None else "not loaded: %s (a module another user owns or can write never is)" % why
+
+
 def plan(snap: Snapshot) -> List[WarmTarget]:
-    """What needs PTX JIT on each visible GPU architecture (pure: from the snapshot)."""
+    """What needs PTX JIT on each visible GPU architecture: from the snapshot, plus the trust check
+    of each module to dlopen on this machine (:func:`load_refusal`)."""
     targets: Dict[str, WarmTarget] = {}
+    owners = safefs.env_owners(snap.python.prefix) if snap.python.prefix else ()
+    refusals: Dict[str, Optional[str]] = {}
     t = snap.primary_torch
     cudart_major = None
     if t is not None and t.cuda:
@@ -127,6 +143,11 @@ def plan(snap: Snapshot) -> List[WarmTarget]:
                     "linked statically" if m.cudart_linkage == "static" else "unknown")
             elif m.missing_torch_symbols_count:
                 wm.warmable, wm.why_not = False, "it cannot be loaded: undefined symbol %s (ext-torch-symbols)" % m.missing_torch_symbols[0]
+            else:
+                if m.path not in refusals:
+                    refusals[m.path] = load_refusal(m.path, owners, at_load=False)
+                if refusals[m.path]:
+                    wm.warmable, wm.why_not = False, refusals[m.path] or ""
             mods.append(wm)
         if mods:
             targets[cc] = WarmTarget(cc, g, mods)

@@ -13,6 +13,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from cudafix.knowledge import knobs
 from cudafix.model.snapshot import Snapshot
+from cudafix.store.safefs import CHILD_CWD, env_owners, open_private, open_private_file
 from cudafix.warm.plan import (
     LOCK_FILE,
     LOG_FILE,
@@ -21,6 +22,7 @@ from cudafix.warm.plan import (
     dir_bytes,
     is_warm,
     child_env,
+    load_refusal,
     child_spec,
     load_state,
     plan,
@@ -62,6 +64,12 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
     """Warm one target in a child; ``progress(fraction, elapsed, estimate, cache_added)`` is
     called a few times a second (fraction and estimate None when the PTX size is not known).  Returns the child's last report plus measured numbers."""
     spec = child_spec(target, snap)
+    # checked again just before the load (the plan's check may be minutes old), and loaded by the
+    # real path that was checked: a link swapped in between cannot point the child elsewhere
+    owners = env_owners(snap.python.prefix) if snap.python.prefix else ()
+    refused = [(p, load_refusal(p, owners)) for p in spec["libs"]]  # type: ignore[union-attr]
+    spec["libs"] = [os.path.realpath(p) for p, why in refused if why is None]
+    refused = [(p, why) for p, why in refused if why is not None]
     cenv = child_env(target, env)
     cpath = cache_path(cenv)
     before = dir_bytes(cpath)
@@ -71,7 +79,7 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
     # while we poll it.
     with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
         proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=fout, stderr=ferr,
-                                stdin=subprocess.DEVNULL, env=cenv)
+                                stdin=subprocess.DEVNULL, env=cenv, cwd=CHILD_CWD)  # never the caller's dir
         try:
             while proc.poll() is None:
                 el = time.monotonic() - start
@@ -106,6 +114,10 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
         result["error"] = lines[-1] if lines else "child exited with %s" % proc.returncode
     if failed:
         result["error"] = "; ".join("%s: %s" % (os.path.basename(s["path"]), s.get("error")) for s in failed)
+    if refused:  # never recorded warm: the module was not loaded
+        result["ok"] = False
+        result["skipped"] = [{"path": p, "why": why} for p, why in refused]
+        result["error"] = "; ".join(["%s: %s" % (p, why) for p, why in refused] + ([str(result["error"])] if result.get("error") else []))
     if progress is not None:
         progress(1.0, el, est, result["cache_added"])
     return result
@@ -122,26 +134,39 @@ def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[
     cold = [t for t in targets if not all(is_warm(state, state_key(snap, t.cc, env), t, env).get(m.path) for m in t.modules if m.warmable)]
     if not cold or not any(m.warmable for t in cold for m in t.modules):
         return None
-    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
     log = os.path.join(cache_dir, LOG_FILE)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    # the env's cache dir as the one trust check has it (ours, 0700, no link of another user's
+    # on the way), the log a regular file of ours: with HOME unset it is /tmp/cudafix-<uid>, where
+    # another user may have planted links (docs/security.md).  Otherwise no background warm.
+    fd, _ = open_private(log)
+    if fd is None:
+        return None
     try:
         subprocess.Popen([python or sys.executable, "-m", "cudafix", "warm", "--background"], stdin=subprocess.DEVNULL,
-                         stdout=fd, stderr=fd, env=dict(env), start_new_session=True, close_fds=True)
+                         stdout=fd, stderr=fd, env=dict(env), start_new_session=True, close_fds=True,
+                         cwd=CHILD_CWD)  # `-m` imports from the cwd: never the activating shell's
     finally:
         os.close(fd)
     return log
 
 
 def take_lock(cache_dir: str):
-    """An exclusive, non-blocking lock on the env's warm.lock; None when another warm runs."""
+    """An exclusive, non-blocking lock on the env's warm.lock; None when it cannot be had."""
+    return take_lock_why(cache_dir)[0]
+
+
+def take_lock_why(cache_dir: str):
+    """(lock, None): an exclusive, non-blocking lock on the env's warm.lock; (None, why) when
+    another warm of ours holds it, or the lock cannot be a private file of ours (safefs:
+    another user's link or file there is never followed, opened or waited for)."""
     import fcntl
 
-    os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-    fh = open(os.path.join(cache_dir, LOCK_FILE), "a")
+    fh, why = open_private_file(os.path.join(cache_dir, LOCK_FILE))
+    if fh is None:
+        return None, "%s cannot be used: %s" % (LOCK_FILE, why)
     try:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         fh.close()
-        return None
-    return fh
+        return None, "another warm holds %s" % LOCK_FILE
+    return fh, None

@@ -8,16 +8,34 @@
 # shell fragment owned by root, e.g.:
 #     CUDAFIX_PYTHON=/opt/envs/train/bin/python     # the env jobs run in (cudafix installed)
 #     CUDAFIX_CHECK_ARGS="--skip nccl-debug-verbose"  # optional: what to check
+#     CUDAFIX_PROLOG_TIMEOUT=60                     # optional: seconds before the check counts as "could not run"
 #     LD_LIBRARY_PATH=/opt/site/lib                 # what the job environment adds, if any
-# Exit codes of `cudafix check`: 0 no error, 1 errors (drain), 2 cudafix could not run (drain:
-# the node cannot be vouched for; set CUDAFIX_PROLOG_CANNOT_RUN=pass to let such nodes run).
+# It is sourced (as root) only if it and its directory are root's and writable by nobody else,
+# and it is not a symbolic link (docs/security.md).
+# Exit codes of `cudafix check`: 0 no error, 1 errors (drain).  Anything else -- cudafix could not
+# run: exit 2, python cannot import cudafix or crashed, the check timed out, or the env is not
+# root's -- drains too (the node cannot be vouched for), unless CUDAFIX_PROLOG_CANNOT_RUN=pass.
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
+# `python -m` and `-c` import from the current directory first: run from `/` (root's)
+cd / || exit 1
+uid=$(id -u)
+# a file or directory we may trust as root: ours or root's, writable by nobody else, not a link
+_trusted() {
+    [ -e "$1" ] && ! [ -L "$1" ] || return 1
+    # shellcheck disable=SC2046
+    set -- $(stat -c '%u %a' "$1" 2>/dev/null)
+    { [ "${1:-x}" = 0 ] || [ "${1:-x}" = "$uid" ]; } || return 1
+    case ${2:-x} in
+        x) return 1 ;;
+    esac
+    # group or other write bit (%a is octal: the last two digits)
+    [ $(( 0$2 & 022 )) -eq 0 ]
+}
 conf=${CUDAFIX_PROLOG_ENV:-/etc/cudafix/prolog.env}
 if [ -f "$conf" ]; then
-    owner=$(stat -c %u "$conf" 2>/dev/null)
-    if [ "$owner" != 0 ]; then
-        echo "cudafix-prolog: $conf is not owned by root: not sourced; checking with the defaults" >&2
+    if ! _trusted "$conf" || ! _trusted "$(dirname "$conf")"; then
+        echo "cudafix-prolog: $conf is not root's, or others can write it or its directory: not sourced; checking with the defaults" >&2
     else
         set -a
         # shellcheck disable=SC1090
@@ -27,23 +45,58 @@ if [ -f "$conf" ]; then
 fi
 py=${CUDAFIX_PYTHON:-python3}
 node=${SLURMD_NODENAME:-$(hostname)}
-# shellcheck disable=SC2086
-out=$("$py" -m cudafix check ${CUDAFIX_CHECK_ARGS:-} --json 2>/dev/null)
-rc=$?
-[ "$rc" -eq 0 ] && exit 0
+limit=${CUDAFIX_PROLOG_TIMEOUT:-60}
+case $limit in ''|*[!0-9]*) limit=60 ;; esac
+why=
+# never run an env another user owns (or can write) as root: its python, the python it links
+# to, its bin/ and the env directory itself
+case $py in
+    /*) pyp=$py ;;
+    *) pyp=$(command -v "$py" 2>/dev/null) ;;
+esac
+rc=2
+if [ -z "$pyp" ] || ! [ -x "$pyp" ]; then
+    why="$py not found"
+    rc=127
+else
+    for p in "$(readlink -f "$pyp")" "$(dirname "$pyp")" "$(dirname "$(dirname "$pyp")")"; do
+        if ! _trusted "$p"; then
+            why="$p is not root's, or others can write it: not run as root"
+            break
+        fi
+    done
+fi
+if [ -z "$why" ]; then
+    # shellcheck disable=SC2086
+    out=$(timeout -k 5 "$limit" "$pyp" -m cudafix check ${CUDAFIX_CHECK_ARGS:-} --json 2>/dev/null </dev/null)
+    rc=$?
+    [ "$rc" -eq 0 ] && exit 0
+    [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && why="timed out after ${limit}s"
+fi
+reason=
 if [ "$rc" -eq 1 ]; then
-    reason=$(printf '%s' "$out" | "$py" -c '
+    # errors only when cudafix itself said so: its JSON report.  Exit 1 without one is python's
+    # own failure (no cudafix in the env, a broken install), not a finding about the node.
+    reason=$(printf '%s' "$out" | timeout -k 5 "$limit" "$pyp" -c '
 import json, sys
-doc = json.load(sys.stdin)
-errs = [f for f in doc.get("findings", []) if f.get("severity") == "error"]
+try:
+    doc = json.load(sys.stdin)
+except ValueError:
+    sys.exit(3)
+if not isinstance(doc, dict) or not isinstance(doc.get("findings"), list):
+    sys.exit(3)
+errs = [f for f in doc["findings"] if isinstance(f, dict) and f.get("severity") == "error"]
 f = errs[0] if errs else {"rule": "?", "message": "check failed"}
 more = " (+%d more)" % (len(errs) - 1) if len(errs) > 1 else ""
-print(("cudafix %s: %s%s" % (f["rule"], f["message"], more))[:200])
-' 2>/dev/null) || reason="cudafix check: errors (see cudafix check on $node)"
-else
+print(("cudafix %s: %s%s" % (f.get("rule"), f.get("message"), more))[:200])
+' 2>/dev/null) || reason=
+fi
+if [ -z "$reason" ]; then
     [ "${CUDAFIX_PROLOG_CANNOT_RUN:-drain}" = pass ] && exit 0
-    # shellcheck disable=SC2086
-    why=$("$py" -m cudafix check ${CUDAFIX_CHECK_ARGS:-} 2>&1 >/dev/null | tail -n 1 | cut -c1-150)
+    if [ -z "$why" ]; then
+        # shellcheck disable=SC2086
+        why=$(timeout -k 5 "$limit" "$pyp" -m cudafix check ${CUDAFIX_CHECK_ARGS:-} 2>&1 >/dev/null </dev/null | tail -n 1 | cut -c1-150)
+    fi
     reason="cudafix check could not run (exit $rc): ${why:-$py -m cudafix failed}"
 fi
 scontrol update nodename="$node" state=drain reason="$reason"

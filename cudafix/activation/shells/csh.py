@@ -201,11 +201,12 @@ if ( $_cudafix_run ) then
   # cold path: python writes the cache (when it can) and the same code to a new private file
   # (mkdtemp), prints that file's directory, and the file is sourced and removed.  No cache is
   # needed: HOME unset or an unwritable cache still gets the fix, as in sh and fish.  (/bin/sh
-  # only to send python's stderr to /dev/null: csh cannot capture stdout without stderr.)
+  # to send python's stderr to /dev/null, as csh cannot capture stdout without stderr, and to
+  # start python in `/`: `-m` would import a cudafix/ planted in the current directory.)
   if ( ! $_cudafix_fresh ) then
     set _cudafix_p = ''
     if ( -x "$CONDA_PREFIX:q/bin/python" ) then
-      set _cudafix_p = `/bin/sh -c '"$0" -m cudafix shell --shell csh --activate --write-cache --print-dir 2>/dev/null' "$CONDA_PREFIX:q/bin/python"`
+      set _cudafix_p = `/bin/sh -c 'cd / && exec "$0" -m cudafix shell --shell csh --activate --write-cache --print-dir </dev/null 2>/dev/null' "$CONDA_PREFIX:q/bin/python"`
     endif
     if ( "$_cudafix_p:q" == "" ) then
 """ + _indent(_echo("cudafix: skipped (the env's python could not run cudafix; run: python -m cudafix status)"), 6) + r"""    else

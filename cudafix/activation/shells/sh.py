@@ -113,7 +113,14 @@ def cache(guard: Guard, plan: Plan, version: str) -> str:
 
 
 def _python_call() -> str:
-    return '"$CONDA_PREFIX/bin/python" -m cudafix shell --shell sh --activate --write-cache 2>/dev/null'
+    # `-m` puts the current directory first on sys.path (and an empty PYTHONPATH entry names it
+    # too): a cudafix/ planted in /tmp or a shared project directory would run and be eval'd.
+    # /bin/sh (no rc files, no zsh chpwd hooks whose output would land in the eval) changes to
+    # `/` (root's) first; -I would also drop PYTHONPATH and the user site, which the cold path's
+    # analysis must see as the user's programs do, and -P needs Python 3.11.  stdin /dev/null: a
+    # PYTHONINSPECT in the environment never waits at a prompt.  docs/security.md.
+    return ("/bin/sh -c 'cd / && exec \"$0\" -m cudafix shell --shell sh --activate --write-cache </dev/null 2>/dev/null'"
+            ' "$CONDA_PREFIX/bin/python"')
 
 
 def static_activate() -> str:
@@ -150,6 +157,7 @@ def static_activate() -> str:
     . "$_cudafix_f"
   fi
   if [ -z "$_cudafix_fresh" ]; then
+    # shellcheck disable=SC2016
     if [ -x "$CONDA_PREFIX/bin/python" ] && _cudafix_code=$(""" + _python_call() + r"""); then
       eval "$_cudafix_code"
     else
