@@ -33,7 +33,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "activation": {"model", "knowledge", "probes", "rules", "plans", "store", "warm"},
     # the import-torch path only
     "hook": {"model", "knowledge", "probes", "rules", "plans", "render", "store"},
-    "verify": {"model", "knowledge", "probes", "rules"},
+    "verify": {"model", "knowledge", "probes", "rules", "store"},
     "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook", "fleet",
             "activation", "warm"},
     "fleet": {"model", "knowledge", "rules", "probes", "render"},  # render: the text toolkit's escaping

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
+import stat
+from typing import List, Optional
 
 
 def atomic_write(path: str, data: bytes, mode: Optional[int] = 0o600, mtime: Optional[float] = None,
@@ -37,3 +38,18 @@ def atomic_write(path: str, data: bytes, mode: Optional[int] = 0o600, mtime: Opt
         except OSError:
             pass
         raise
+
+
+def scratch_dirs(base: str, names) -> List[str]:
+    """Create (if missing) and return directories ``names`` under ``base``, a private scratch dir
+    made by tempfile.mkdtemp (mode 0700, ours): nobody else can have planted anything there, so
+    plain makedirs is safe; refused for any other base (docs/security.md)."""
+    st = os.lstat(base)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError("not a private scratch directory: %s" % base)
+    out = []
+    for n in names:
+        p = os.path.join(base, n)
+        os.makedirs(p, mode=0o700, exist_ok=True)
+        out.append(p)
+    return out

@@ -24,6 +24,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from cudafix.store.fsutil import scratch_dirs
 from cudafix.verify import attribution
 
 # env var -> (the costly value, the flipped value (None: unset), the cause's name, its fix)
@@ -107,8 +108,7 @@ def run_command(cmd: Sequence[str], repeat: int = 1, timeout: float = 3600.0,
         for i, (name, rep) in enumerate(plan):
             jit = os.path.join(tmp, "jit%d" % rep)
             ind = os.path.join(tmp, "inductor%d-%s" % (rep, "cold" if name == "cold" else "kept"))
-            for p in (jit, ind):
-                os.makedirs(p, exist_ok=True)
+            scratch_dirs(tmp, (os.path.basename(jit), os.path.basename(ind)))
             e = dict(base, CUDA_CACHE_PATH=jit, TORCHINDUCTOR_CACHE_DIR=ind, TRITON_CACHE_DIR=os.path.join(ind, "triton"))
             if name.startswith("flip:"):
                 k = name[5:]

@@ -25,6 +25,7 @@ import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from cudafix.store.fsutil import scratch_dirs
 from cudafix.verify import attribution
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "firstrun_child.py")
@@ -163,8 +164,7 @@ def _run_all(python: str, batch: int, imgsz: int, half: bool, repeat: int, with_
     for i, (name, rep) in enumerate(plan):
         dirs = {"jit": os.path.join(tmp, "jit%d" % rep), "modjit": os.path.join(tmp, "modjit%d" % rep),
                 "inductor": os.path.join(tmp, "inductor%d" % rep)}
-        for d in dirs.values():
-            os.makedirs(d, exist_ok=True)
+        scratch_dirs(tmp, [os.path.basename(d) for d in dirs.values()])
         progress("  [%d/%d] %s" % (i + 1, len(plan), name))
         out = run_child(python, _child_args(name, batch, imgsz, half, iters, modules, device),
                         _child_env(base_env, name, dirs, env_loading), timeout)
