@@ -393,7 +393,8 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
             unresolved = ["%s: %s" % (f.rule, f.message) for f in torch_fs]
         else:
             part = _torch_part(snap, ch)
-        part["notes"] = list(after_notes) + list(part["notes"])
+        # after_notes (a new cuda-home-mismatch) is told by the after-state findings below instead
+        del after_notes
     changed = {normalize(c.name) for c in part["changes"]}
     install = next((st.text for st in part["steps"] if st.kind == INSTALL), None)
     if part.get("after"):
@@ -402,7 +403,9 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
         after = {(f.rule, f.subject): f for f in _serious(part["after"]) if f.rule in AFTER_RULES}
         findings = [after.get((f.rule, f.subject), f) if f.rule in AFTER_RULES else f for f in findings]
         gone = [f for f in findings if f.rule in AFTER_RULES and (f.rule, f.subject) not in after]
-        findings = [f for f in findings if f not in gone] + [f for k, f in after.items() if k not in {(g.rule, g.subject) for g in findings}]
+        had = {(g.rule, g.subject) for g in findings}
+        findings = [f for f in findings if f not in gone] + [
+            dataclasses.replace(f, message="after the change: " + f.message) for k, f in after.items() if k not in had]
     else:
         gone = []
     extra, auto, other_unresolved, answers = other_steps(findings, snap, changed, TORCH_RULES, install)
