@@ -47,9 +47,11 @@ def finding_lines(out: Out, f: Finding, step: Optional[int] = None) -> List[str]
     pad = " " * 10
     for ev in f.evidence:
         lines.append(pad + "- " + ev)
+    if f.fix and f.fix.auto:  # what cudafix corrects itself, then the plan step that answers the cause
+        lines.extend(pad + ln for ln in fix_lines(f.fix))
     if step is not None:
         lines.append(pad + "fix: \u2192 plan step %d (cudafix fix)" % step)
-    elif f.fix:
+    elif f.fix and not f.fix.auto:
         lines.extend(pad + ln for ln in fix_lines(f.fix))
     return lines
 

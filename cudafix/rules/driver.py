@@ -290,6 +290,8 @@ def _all_sass(snap: Snapshot) -> Tuple[bool, str]:
     bad = [f.gpu.name for f in fits if f.kind != "sass"]
     if bad:
         return False, "%s: torch has no SASS for it (it would need the PTX JIT, which minor-version compatibility cannot do)" % ", ".join(bad)
+    if not snap.extensions.scanned:
+        return False, "extension modules not scanned: whether one of them needs the PTX JIT is unknown"
     for m in snap.extensions.modules:
         if m.sass or m.ptx:
             for f in fits:
