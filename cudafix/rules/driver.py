@@ -280,7 +280,7 @@ def check_driver_minor_compat(snap: Snapshot) -> Iterable[Outcome]:
 
 def _all_sass(snap: Snapshot) -> Tuple[bool, str]:
     """(True, why) when every visible GPU runs SASS of torch's CUDA libraries and of every
-    extension module with device code: then minor-version compatibility needs no PTX JIT."""
+    extension module of torch with device code: then minor-version compatibility needs no PTX JIT."""
     from cudafix.knowledge.arch import fit
     from cudafix.rules.arch import _fits  # the arch rules' own view of torch's code per GPU
 
@@ -292,8 +292,10 @@ def _all_sass(snap: Snapshot) -> Tuple[bool, str]:
         return False, "%s: torch has no SASS for it (it would need the PTX JIT, which minor-version compatibility cannot do)" % ", ".join(bad)
     if not snap.extensions.scanned:
         return False, "extension modules not scanned: whether one of them needs the PTX JIT is unknown"
+    # Only the modules that run on torch's CUDA runtime (they link torch): a package with its own
+    # runtime (cupy, jax's plugins) is not under torch's minor-version compatibility.
     for m in snap.extensions.modules:
-        if m.sass or m.ptx:
+        if m.torch_linked and (m.sass or m.ptx):
             for f in fits:
                 if fit(m.sass, [], f.cc or "").kind != "sass":
                     return False, "%s (%s) has no SASS for %s (compute capability %s)" % (os.path.basename(m.path), m.package or "?", f.gpu.name, f.cc)
