@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from cudafix.knowledge import cuda_packages, version_tuple
@@ -96,10 +97,15 @@ def other_steps(findings: Sequence[Finding], snap: Snapshot, changed: Set[str], 
         for cmd in fix.commands:
             if cmd.startswith(POINTER):
                 continue
+            argv: Tuple[str, ...] = ()
+            if cmd.startswith("pip uninstall "):
+                # a bare `pip` may belong to another env: the env's own interpreter runs it
+                argv = (py, "-m") + tuple(shlex.split(cmd))
+                cmd = quote_argv(argv)
             mine.append(cmd)
             if cmd not in seen:
-                kind = SHELL if cmd.startswith(("export ", "unset ")) else OTHER
-                seen[cmd] = Step(kind, cmd, shell="sh, bash, zsh" if kind == SHELL else "", root=cmd.startswith("sudo "),
+                kind = UNINSTALL if argv else SHELL if cmd.startswith(("export ", "unset ")) else OTHER
+                seen[cmd] = Step(kind, cmd, argv, shell="sh, bash, zsh" if kind == SHELL else "", root=cmd.startswith("sudo "),
                                  why="%s: %s" % (f.rule, fix.summary))
                 steps.append(seen[cmd])
         if not mine and f.rule == "mixed-cuda-sources" and f.subject == "cuda-runtimes" and stray_wheels(snap):
