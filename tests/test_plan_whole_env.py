@@ -202,3 +202,15 @@ def test_a_stray_cuda_wheel_is_a_plan_step(stray):
     assert plan.step_for(f.rule, f.subject) == 1
     s.toolkits.nvidia_wheels.pop()
     assert not [f for f in rules.findings(rules.run(s)) if f.rule == "mixed-cuda-sources" and f.severity != INFO]
+
+
+def test_conda_doctor_gives_the_same_answer():
+    from cudafix.plugins.conda import _advice_lines, render_health
+
+    s = assume.apply(yolov9_cu102(), "530.30.02", ["NVIDIA A100-SXM4-40GB"])
+    runs = rules.run(s)
+    plan = planner.make_plan(s, runs)
+    install = [st.text for st in plan.steps if st.kind == planner.INSTALL][0]
+    doctor = render_health(runs, plan=plan) + "\n".join(_advice_lines(rules.findings(runs), plan))
+    assert "\u2192 plan step 1 (cudafix fix): %s" % install in doctor
+    assert "rebuild torchvision" not in doctor and "$ cudafix warm" not in doctor and "$ cudafix fix" not in doctor
