@@ -204,8 +204,8 @@ def _advice_lines(findings: Sequence, plan=None) -> List[str]:
     for f in findings:
         if not f.fix or f.auto:
             continue
-        lines.append("  %s: %s" % (f.rule, f.fix.summary or f.message))
         step = _plan_commands(f, plan)
+        lines.append("  %s: %s" % (f.rule, f.message if step is not None else (f.fix.summary or f.message)))
         lines.extend("      %s" % c for c in (step if step is not None else ["$ " + c for c in f.fix.commands]))
     if lines:
         lines.insert(0, "Not changed automatically (not safe to apply unasked); to fix them yourself:")
