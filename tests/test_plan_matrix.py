@@ -108,6 +108,10 @@ def _check(snap: Snapshot, drv, gpu_names):
         assert not installs and plan.blockers, plan
         # blocked only where no official build fits (knowledge), i.e. never where one exists
         assert "driver" in plan.blockers[0], plan.blockers
+        # a GPU newer than the driver (H200 on R470: sm_90 first in CUDA 11.8) runs no build at all
+        for rel in tb.RELEASES if not driver_gap(cuda_driver.cuda_for_driver(drv), ccs) else ():
+            for var in rel.variants:
+                assert not _fits(rel.latest, var, drv, ccs, s.python.version), ("blocked, but fits:", rel.latest, var, drv, ccs)
         return "blocked"
     # one install moves torch and its companions; a CUDA package outside torch has its own
     assert all("torch" not in a for st in installs[1:] for a in st.argv[4:]), [st.text for st in installs]
