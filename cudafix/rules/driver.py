@@ -437,7 +437,7 @@ RULES = (
         title="torch runs only under CUDA minor-version compatibility (no PTX JIT, some features off)",
         check=check_driver_minor_compat,
         needs=("driver", "torch"),
-        cause="The driver supports an older minor of torch's CUDA major. NVIDIA's minor-version compatibility runs it, but PTX compiled by the newer toolkit cannot be JIT-compiled and APIs needing a newer driver fail.",
+        cause="The driver supports an older minor of torch's CUDA major. NVIDIA's minor-version compatibility runs it, but PTX compiled by the newer toolkit cannot be JIT-compiled and APIs needing a newer driver fail. A warning when a GPU would need that JIT (torch or one of its extension modules has no SASS for it, or the modules were not scanned); a note when every GPU runs SASS: then nothing needs the JIT, and `cudafix fix` may choose such a build (the smallest change).",
         symptoms=(
             "CUDA error: the provided PTX was compiled with an unsupported toolchain.",
             "cudaErrorCallRequiresNewerDriver",
