@@ -214,3 +214,16 @@ def test_conda_doctor_gives_the_same_answer():
     doctor = render_health(runs, plan=plan) + "\n".join(_advice_lines(rules.findings(runs), plan))
     assert "\u2192 plan step 1 (cudafix fix): %s" % install in doctor
     assert "rebuild torchvision" not in doctor and "$ cudafix warm" not in doctor and "$ cudafix fix" not in doctor
+
+
+def test_check_prints_the_shell_line_status_prints():
+    """Recorded on the dev box: CUDA_HOME at a deleted toolkit.  `status` and `check` give the same
+    `export CUDA_HOME=...` (check printed none at 51656f0)."""
+    s = _load("snapshots", "real_cuda_home_missing.json")
+    runs = rules.run(s)
+    plan = planner.make_plan(s, runs)
+    shell = [st.text for st in plan.steps if st.kind == planner.SHELL]
+    assert shell and shell[0].startswith("export CUDA_HOME=")
+    for out in (render_status(s, runs, plan=plan), render_check(runs, snap=s, plan=plan)):
+        assert "1.   %s" % shell[0] in out
+        assert "fix: \u2192 plan step 1 (cudafix fix)" in out
