@@ -102,6 +102,9 @@ def other_steps(findings: Sequence[Finding], snap: Snapshot, changed: Set[str], 
                 # a bare `pip` may belong to another env: the env's own interpreter runs it
                 argv = (py, "-m") + tuple(shlex.split(cmd))
                 cmd = quote_argv(argv)
+            elif cmd.startswith("conda install ") and snap.python.conda_prefix and not re.search(r" (-p|-n|--prefix|--name) ", cmd):
+                # the env's own prefix, whatever env is active where the line is pasted
+                cmd = "conda install -p %s %s" % (shlex.quote(snap.python.conda_prefix), cmd[len("conda install "):])
             mine.append(cmd)
             if cmd not in seen:
                 kind = UNINSTALL if argv else SHELL if cmd.startswith(("export ", "unset ")) else OTHER

@@ -6,10 +6,12 @@ snapshot (:mod:`cudafix.plans.simulate`) the rules themselves find clean: no err
 of the torch rules (:data:`TORCH_RULES`) and no new finding of any other rule.  So the plan never
 proposes a build cudafix would then flag, and applying it re-checks clean by construction.
 
-The plan moves torch with every installed package pinned to it (torchvision, torchaudio, ...;
-never adds one), through the manager that owns torch (pip wheel: the env's own interpreter
-``-m pip``; conda package: ``conda install -p <prefix>`` with the channels of that era), and
-keeps the other findings' commands and shell lines once each.
+The plan moves torch with every installed package pinned to it or linking its libraries
+(torchvision, torchaudio, ...; never adds one; cudafix.plans.companions), through the manager that
+owns torch (pip wheel: the env's own interpreter ``-m pip``; conda package: ``conda install -p
+<prefix>`` with the channels of that era), moves CUDA packages outside torch the driver cannot run
+(or lists them open), and keeps the other findings' commands and shell lines once each
+(cudafix.plans.others), recording which numbered step answers which finding.
 """
 
 from __future__ import annotations
@@ -311,8 +313,8 @@ def _mode_why(c: remedy.Candidate, snap: Snapshot) -> str:
     major = version_tuple(c.cuda or "0")[0]
     return ("relies on CUDA minor-version compatibility (driver %s >= %s, the CUDA %d.x floor; %s): every GPU runs the "
             "wheel's SASS, so nothing needs the PTX JIT, which minor compatibility cannot do; limits: APIs that need a "
-            "newer driver return cudaErrorCallRequiresNewerDriver, and PTX built by CUDA %s cannot load" % (
-                _driver(snap)[1] or "?", cuda_driver.minor_compat_floor(major) or "?", major, MINOR_DOC, c.cuda))
+            "newer driver return cudaErrorCallRequiresNewerDriver, and PTX built by CUDA %s (newer than the driver's) "
+            "cannot be JIT-compiled" % (_driver(snap)[1] or "?", cuda_driver.minor_compat_floor(major) or "?", major, MINOR_DOC, c.cuda))
 
 
 def _companion_changes(snap: Snapshot, ch: Choice, owner: str, torch_changes: bool):
