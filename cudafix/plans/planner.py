@@ -209,12 +209,6 @@ def _clean(before: Sequence[RuleRun], after: Sequence[RuleRun]) -> List[str]:
     return bad + new
 
 
-def _consequences(before: Sequence[RuleRun], after: Sequence[RuleRun]) -> List[str]:
-    old = {(f.rule, f.subject) for f in _serious(before)}
-    return ["after the change: %s: %s — %s" % (f.rule, f.message, f.fix.summary if f.fix else "")
-            for f in _serious(after, CONSEQUENCES) if (f.rule, f.subject) not in old]
-
-
 @dataclasses.dataclass(frozen=True)
 class Choice:
     """The chosen target and everything that moves with it."""
@@ -227,8 +221,8 @@ class Choice:
     after: Sequence[RuleRun] = ()  # every rule's outcome on the snapshot with the target applied
 
 
-def _choose(snap: Snapshot, runs: Sequence[RuleRun]) -> Tuple[Optional[Choice], List[str], List[str]]:
-    """(choice or None, skipped candidates with why, notes on consequences) — best first."""
+def _choose(snap: Snapshot, runs: Sequence[RuleRun]) -> Tuple[Optional[Choice], List[str]]:
+    """(choice or None, skipped candidates with why) — best first."""
     t = snap.primary_torch
     dcuda, dver = _driver(snap)
     ccs = _ccs(snap)
@@ -268,11 +262,11 @@ def _choose(snap: Snapshot, runs: Sequence[RuleRun]) -> Tuple[Optional[Choice], 
             after = _run(sim, ids)
             flagged = _clean(runs, after)
             if not flagged:
-                return Choice(c, comps, uninstall, moves, missing, after), skipped, _consequences(runs, after)
+                return Choice(c, comps, uninstall, moves, missing, after), [k for k in skipped if not k.startswith(c.label + ":")]
             line = "%s: cudafix would flag it (%s)" % (c.label, ", ".join(flagged))
             if line not in skipped:
                 skipped.append(line)
-    return None, skipped, []
+    return None, skipped
 
 
 def _blocker(snap: Snapshot) -> Tuple[str, Optional[Step]]:
@@ -389,14 +383,12 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
     if torch_fs and t is None:
         unresolved = ["%s: %s" % (f.rule, f.message) for f in torch_fs]
     elif torch_fs:
-        ch, skipped, after_notes = _choose(snap, runs)
+        ch, skipped = _choose(snap, runs)
         if ch is None:
             blockers.append(_blocker(snap)[0])
             unresolved = ["%s: %s" % (f.rule, f.message) for f in torch_fs]
         else:
             part = _torch_part(snap, ch)
-        # after_notes (a new cuda-home-mismatch) is told by the after-state findings below instead
-        del after_notes
     changed = {normalize(c.name) for c in part["changes"]}
     install = next((st.text for st in part["steps"] if st.kind == INSTALL), None)
     if part.get("after"):
