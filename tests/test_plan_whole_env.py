@@ -227,3 +227,15 @@ def test_check_prints_the_shell_line_status_prints():
     for out in (render_status(s, runs, plan=plan), render_check(runs, snap=s, plan=plan)):
         assert "1.   %s" % shell[0] in out
         assert "fix: \u2192 plan step 1 (cudafix fix)" in out
+
+
+def test_json_findings_carry_the_step_that_answers_them():
+    from cudafix.render.report import status_document
+
+    s = assume.apply(yolov9_cu102(), "530.30.02", ["NVIDIA A100-SXM4-40GB"])
+    runs = rules.run(s)
+    plan = planner.make_plan(s, runs)
+    doc = json.loads(json.dumps(status_document(s, runs, plan=plan)))
+    by_rule = {f["rule"]: f["answered_by"] for f in doc["findings"] if f["severity"] in (ERROR, WARNING)}
+    assert by_rule["arch-unsupported"] == 1 and by_rule["ext-ptx-jit"] == 1
+    assert doc["plan"]["steps"][0]["argv"][4] == "torch==1.10.0+cu113"

@@ -66,12 +66,18 @@ def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Sn
     return out.text()
 
 
+def _with_step(d: Dict[str, Any], plan) -> Dict[str, Any]:
+    """A finding's JSON with ``answered_by``: the number of the plan step that answers it (or null)."""
+    d["answered_by"] = plan.step_for(d.get("rule", ""), d.get("subject", "")) if plan is not None else None
+    return d
+
+
 def status_document(snap: Snapshot, runs: Sequence[RuleRun], plan=None) -> Dict[str, Any]:
     """The `--json` document: schema cudafix.status/1."""
     return {
         "schema": STATUS_SCHEMA,
         "snapshot": snap.to_dict(),
-        "findings": [f.to_dict() for f in sorted_findings(runs)],
+        "findings": [_with_step(f.to_dict(), plan) for f in sorted_findings(runs)],
         "unknown": unknowns(runs),
         "verdicts": {r.rule.id: r.verdict for r in runs},
         "plan": plan.to_dict() if plan is not None else None,
