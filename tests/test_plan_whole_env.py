@@ -239,3 +239,23 @@ def test_json_findings_carry_the_step_that_answers_them():
     by_rule = {f["rule"]: f["answered_by"] for f in doc["findings"] if f["severity"] in (ERROR, WARNING)}
     assert by_rule["arch-unsupported"] == 1 and by_rule["ext-ptx-jit"] == 1
     assert doc["plan"]["steps"][0]["argv"][4] == "torch==1.10.0+cu113"
+
+
+def test_a_companion_cudafix_knows_no_release_of_never_blocks_torch():
+    """A package whose extension module links torch (an xformers-like add-on: synthetic module,
+    the shape of the recorded torchaudio ones) has no release table in cudafix: torch's plan goes
+    through, that package is listed open with the reason and what to install."""
+    from cudafix.model.snapshot import ExtensionModule
+
+    s = h200_rich()
+    ta = next(m for m in s.extensions.modules if m.package == "torchaudio" and m.cudart_linkage == "shared")
+    s.extensions.modules.append(ExtensionModule(
+        path=ta.path.replace("torchaudio/lib/", "xformers/").rsplit("/", 1)[0] + "/_C.so", package="xformers",
+        package_version="0.0.33", owner_via="RECORD of xformers-0.0.33.dist-info", location=ta.location,
+        sass=list(ta.sass), ptx=list(ta.ptx), cudart="13", cudart_linkage="shared", cudart_via=ta.cudart_via, torch_linked=True))
+    s = assume.apply(s, "550.54.14", [])
+    plan = planner.make_plan(s)
+    assert not plan.blockers and plan.target.startswith("torch 2.11.0+cu12"), plan_lines(plan)
+    opens = [u for u in plan.unresolved if u.startswith("xformers 0.0.33")]
+    assert opens and "torch 2.11.0" in opens[0] and "release notes" in opens[0], plan.unresolved
+    assert not any(k.startswith(plan.target + ":") for k in plan.skipped)

@@ -193,9 +193,9 @@ def _open_companion(snap: Snapshot, name: str, have: str, torch_v: str) -> str:
         return ("torchaudio %s: no torchaudio release exists for torch %s (PyPI's newest is %s): it no longer "
                 "imports after the change — drop it: %s -m pip uninstall -y torchaudio" % (
                     have, torch_v, ".".join(map(str, tb.TORCHAUDIO_LAST)), py))
-    return ("%s %s is built against the installed torch; cudafix does not know which %s release is built for torch %s: "
-            "install that release after the change (%s -m pip install '%s==<release for torch %s>')" % (
-                name, have, name, torch_v, py, name, torch_v))
+    return ("%s %s is built against the installed torch and cudafix does not know which %s release is built for "
+            "torch %s: after the change, install that release with the env's own pip (%s -m pip install %s==VERSION, "
+            "VERSION from %s's release notes), or its import fails" % (name, have, name, torch_v, py, name, name))
 
 
 # -- choosing the target ----------------------------------------------------------------------
