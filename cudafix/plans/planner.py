@@ -97,11 +97,6 @@ class Plan:
         return next((n for r, s, n in self.answers if r == rule and s == subject), None)
 
     @property
-    def healthy(self) -> bool:
-        """Nothing to run, nothing open, nothing blocked (auto fixes may still apply)."""
-        return self.nothing_to_do
-
-    @property
     def runnable(self) -> Tuple[Step, ...]:
         return tuple(s for s in self.steps if s.argv)
 
