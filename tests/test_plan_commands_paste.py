@@ -170,3 +170,18 @@ def test_fix_apply_removes_a_stray_cuda_wheel(tmp_path, torch_cu_python):
     assert "nvidia-cuda-runtime-cu12" not in listed
     again = run_cudafix(dev, "fix", "--python", str(py), env=CLEAN_ENV, timeout=600)
     assert "nothing to do: healthy" in again.stdout, again.stdout
+
+
+def test_explain_names_only_real_cudafix_commands():
+    """`cudafix explain RULE` names commands in backticks: each is a cudafix subcommand that exists."""
+    from cudafix.cli import main as cli_main
+    from cudafix.render.findings import render_explain
+
+    names = set(cli_main.commands)
+    seen = 0
+    for rule in rules.REGISTRY:
+        text = " ".join(render_explain(rule).split())  # paragraphs wrap inside backticks
+        for cmd in re.findall(r"`(cudafix [a-z-]+)[^`]*`", text):
+            assert cmd.split()[1] in names, (rule.id, cmd)
+            seen += 1
+    assert seen >= 5, seen
