@@ -68,9 +68,22 @@ def _printed(snap: Snapshot):
     return snap, [c for t in texts for c in commands(t)]
 
 
+def _real_cases():
+    """The real test venvs (snapshots probed now), on what-if machines."""
+    from tests.conftest import _venv_python
+    from tests.test_plan_matrix import _snap
+
+    out = []
+    for venv, drv, gpu in (("torch-cpu", "580.95.05", "NVIDIA H200"), ("torch-cpu", "550.54.14", "NVIDIA GeForce RTX 4090"),
+                           ("torch-cu", "550.54.14", "NVIDIA H200"), ("torch-cu", "470.82.01", "NVIDIA A100"),
+                           ("torch-251", "580.95.05", "NVIDIA H200"), ("torch-251", "535.104.05", "NVIDIA A100")):
+        out.append(("%s %s @%s" % (venv, gpu, drv), assume.apply(_snap(_venv_python(venv)), drv, [gpu])))
+    return out
+
+
 @pytest.fixture(scope="module")
 def printed():
-    return [(name,) + _printed(s) for name, s in _cases()]
+    return [(name,) + _printed(s) for name, s in _cases() + _real_cases()]
 
 
 def test_every_printed_command_parses_in_sh(printed):
