@@ -53,7 +53,9 @@ def installed_sets(torch_cpu_python, torch_cu_python):
         version="0.29.1+cu130", cuda="13.0", requires_torch="torch (>=2.14.0)")]
     old_audio = copy.deepcopy(old)
     old_audio.torch_pinned = [PythonDist("torchaudio", "2.5.1", origin="pip", requires=["torch==2.5.1"])]
-    return {"cpu": cpu, "cpu+tv": cpu_tv, "cu130": cu, "cu124": old, "cu124+audio": old_audio}
+    from tests.test_plan_whole_env import h200_rich
+
+    return {"cpu": cpu, "cpu+tv": cpu_tv, "cu130": cu, "cu124": old, "cu124+audio": old_audio, "h200-rich": h200_rich()}
 
 
 def _py38(s: Snapshot) -> Snapshot:
@@ -63,15 +65,27 @@ def _py38(s: Snapshot) -> Snapshot:
 
 
 def _installed_names(s: Snapshot):
-    return {"torch"} | {"torchvision" for _ in s.torchvision[:1]} | {d.name for d in s.torch_pinned} | {d.name for d in s.toolkits.nvidia_wheels}
+    from cudafix.knowledge.cuda_packages import normalize
+
+    return ({"torch"} | {"torchvision" for _ in s.torchvision[:1]} | {d.name for d in s.torch_pinned}
+            | {d.name for d in s.toolkits.nvidia_wheels} | {normalize(m.package or "") for m in s.extensions.modules})
+
+
+# NVIDIA's minor-version compatibility floors (Table 1 of
+# https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html, the 11.x
+# point release from its note): a CUDA X.y build runs on a driver of the same major at or above it.
+MINOR_FLOOR = {11: (450, 80, 2), 12: (525, 0, 0), 13: (580, 0, 0)}
 
 
 def _fits(torch_v, variant, drv, ccs, python):
-    """Independent of the planner: knowledge says this build runs natively with SASS for every GPU."""
+    """Independent of the planner: knowledge says this build runs on the driver, natively or under
+    minor-version compatibility (same major, driver >= NVIDIA's floor), with SASS for every GPU
+    (minor compatibility cannot JIT PTX; native runs never need to either: SASS is the bar)."""
     rel = tb.release(torch_v)
     if rel is None or not tb.python_supported(rel, python) or not tb.variant_exists(torch_v, variant) or variant == "cpu":
         return False
-    if cuda_driver.cuda_int(tb.variant_cuda(variant)) > cuda_driver.cuda_for_driver(drv):
+    need, have = cuda_driver.cuda_int(tb.variant_cuda(variant)), cuda_driver.cuda_for_driver(drv)
+    if need > have and not (need // 1000 == have // 1000 and version_tuple(drv)[:3] >= MINOR_FLOOR.get(need // 1000, (999,))):
         return False
     sass, _ = tb.wheel_arch_list(torch_v, variant)
     return all(arch.fit(sass, [], cc).kind == "sass" for cc in ccs)
@@ -92,15 +106,21 @@ def _check(snap: Snapshot, drv, gpu_names):
     installs = [st for st in plan.steps if st.kind == planner.INSTALL]
     if plan.target is None:
         assert not installs and plan.blockers, plan
-        assert "driver" in plan.blockers[0] or "no official torch build" in plan.blockers[0]
+        # blocked only where no official build fits (knowledge), i.e. never where one exists
+        assert "driver" in plan.blockers[0], plan.blockers
+        # a GPU newer than the driver (H200 on R470: sm_90 first in CUDA 11.8) runs no build at all
+        for rel in tb.RELEASES if not driver_gap(cuda_driver.cuda_for_driver(drv), ccs) else ():
+            for var in rel.variants:
+                assert not _fits(rel.latest, var, drv, ccs, s.python.version), ("blocked, but fits:", rel.latest, var, drv, ccs)
         return "blocked"
-    assert len(installs) == 1, plan
+    # one install moves torch and its companions; a CUDA package outside torch has its own
+    assert all("torch" not in a for st in installs[1:] for a in st.argv[4:]), [st.text for st in installs]
     argv = installs[0].argv
     assert argv[:4] == (s.python.executable, "-m", "pip", "install"), argv
     torch_v, variant = plan.target.split()[1].split("+")
     py = s.python.version
     assert _fits(torch_v, variant, drv, ccs, py), (plan.target, drv, ccs, py)
-    assert {c.name for c in plan.changes} <= _installed_names(s)  # never adds a package
+    assert {c.name for c in plan.changes} <= _installed_names(s)  # never adds a package (cupy-cuda13x -> 12x replaces one)
     comps = {}
     for c in plan.changes:
         if c.name in ("torchvision", "torchaudio"):
@@ -111,9 +131,13 @@ def _check(snap: Snapshot, drv, gpu_names):
     # the re-check invariant
     comps_all = {n: tb.companion_for(n, torch_v) for n in ("torchvision",) if s.torchvision}
     comps_all.update({d.name: tb.companion_for(d.name, torch_v) for d in s.torch_pinned})
+    comps_all.update({c.name: c.after.split("+")[0] for c in plan.changes if c.name == "torchaudio"})
     gone = [c.name for c in plan.changes if c.after == "(removed)"]
-    after = rules.run(simulate.apply_target(s, torch_v, variant, comps_all, gone))
-    bad = [(f.rule, f.message) for f in rules.findings(after) if f.rule in planner.TORCH_RULES and f.severity in ("error", "warning")]
+    moved = [c.name for c in plan.changes if c.after != "(removed)"]
+    after = rules.run(simulate.apply_target(s, torch_v, variant, comps_all, gone, replaced=moved))
+    had = {(f.rule, f.subject) for f in rules.findings(runs)}  # another package's own problem stays its own
+    bad = [(f.rule, f.message) for f in rules.findings(after) if f.severity in ("error", "warning") and (
+        f.rule in planner.TORCH_RULES or (f.rule.startswith("ext-") and (f.rule, f.subject) not in had))]
     assert bad == [], (plan.target, bad)
     # minimal: no strictly nearer release has a build that fits (knowledge) and pairs every companion
     cur = (s.primary_torch.version or "").split("+")[0]
@@ -126,7 +150,7 @@ def _check(snap: Snapshot, drv, gpu_names):
             continue
         v = cur if idx[rel.version] == cur_i else rel.latest
         for var in rel.variants:
-            pairs = all(tb.companion_for(n, v) for n in comps_all)
+            pairs = all(tb.companion_for(n, v) for n in comps_all if n != "torchaudio" or "torchaudio" in [c.name for c in plan.changes])
             assert not (_fits(v, var, drv, ccs, py) and pairs), ("nearer build skipped", v, var, plan.target, plan.skipped)
     return "planned"
 
@@ -154,12 +178,17 @@ def test_named_cases_from_the_issue(installed_sets):
     p = plan("cpu+tv", "580.95.05", "NVIDIA H200")
     assert [st.kind for st in p.steps] == [planner.INSTALL]
     assert p.steps[0].argv[4:] == ("torch==2.13.0+cu130", "torchvision==0.28.0+cu130", "--index-url", tb.index_url("cu130"))
-    # H200 + 550 (CUDA 12.4): never a minor-compat cu126; a native build instead, saying why
+    # H200 + 550 (CUDA 12.4): the installed 2.14.1 in its CUDA 12 build (cu126: RELEASE.md's 2.14
+    # matrix), under minor-version compatibility (sm_90 SASS: no JIT needed), saying so
     p = plan("cu130", "550.54.14", "NVIDIA H200")
-    assert cuda_driver.cuda_int(tb.variant_cuda(p.target.split("+")[1])) <= 12040
-    assert any("minor-version compatibility" in w for w in p.why) and any("driver-minor-compat" in k for k in p.skipped)
-    # A100 + 470, Python 3.8: 1.12.1+cu113 runs natively
-    assert plan("cu130", "470.82.01", "NVIDIA A100", py38=True).target == "torch 1.12.1+cu113"
+    assert p.target == "torch 2.14.1+cu126", p.target
+    assert "minor-version compatibility" in p.why[0] and "cudaErrorCallRequiresNewerDriver" in p.why[0]
+    # RTX 4090 + 550 with torch 2.13.0: 2.13.0+cu126, not a downgrade to 2.7.1+cu118 (issue 27)
+    assert plan("cpu", "550.54.14", "NVIDIA GeForce RTX 4090").target == "torch 2.13.0+cu126"
+    # A100 + 470 (CUDA 11.4), Python 3.8: the nearest release for 3.8 is 2.4 (RELEASE.md: 3.8-3.12);
+    # its cu118 build runs under minor-version compatibility (470 >= 450.80.02) with sm_80 SASS
+    p = plan("cu130", "470.82.01", "NVIDIA A100", py38=True)
+    assert p.target == "torch 2.4.1+cu118" and "minor-version compatibility" in p.why[0]
     # V100 + 418, Python 3.8: 1.8.1+cu101 is published and fits
     p = plan("cu130", "418.87.01", "Tesla V100-SXM2-16GB", py38=True)
     assert p.target == "torch 1.8.1+cu101"

@@ -184,7 +184,7 @@ def test_findings_evidence_fix_auto_and_unknowns():
     assert j > i and "[auto-fix]" not in lines[j]
     assert "unset CUDA_LAUNCH_BLOCKING" not in lines[j + 2]  # advice lives in the Plan, once
     plan = text[text.index("\nPlan (cudafix fix)"):].splitlines()
-    assert plan.count("    unset CUDA_LAUNCH_BLOCKING") == 1 and "  shell (sh, bash, zsh):" in plan
+    assert sum(ln.endswith("   unset CUDA_LAUNCH_BLOCKING") for ln in plan) == 1 and "  shell (sh, bash, zsh):" in plan
     # unknown verdicts and a crashed rule are shown, never as ok
     assert any(ln.split()[:2] == ["unknown", "arch-unsupported:"] and "NVML not available" in ln for ln in lines)
     assert any("device-order: rule could not run: KeyError" in ln for ln in lines)
@@ -199,7 +199,7 @@ def test_advice_commands_are_exact_and_printed_once_in_the_plan():
     text = _with_plan(Snapshot(), rules.run(Snapshot(), (r1, r2)))
     findings, plan = text.split("\nPlan (cudafix fix)\n")
     assert cmd not in findings
-    assert plan.count("  $ %s\n" % cmd) == 1
+    assert plan.count(". $ %s\n" % cmd) == 1
     assert plan.count('export CUDA_HOME="$CONDA_PREFIX"') == 1
     assert "set CUDA_HOME" not in text  # `set X=...` in bash sets $1, not X
 

@@ -303,12 +303,13 @@ def check(strict: bool, as_json: bool, **opts: Any) -> None:
     c = report.counts(report.sorted_findings(runs))
     undecided = bool(report.unknowns(runs))  # --strict: what could not be checked is not a pass
     code = EXIT_FINDINGS if c[ERROR] or (strict and (c[WARNING] or undecided)) else EXIT_OK
-    if as_json:
-        from cudafix.plans.planner import plan_or_error
+    from cudafix.plans.planner import plan_or_error
 
-        emit(_json(report.status_document(snap, runs, plan=plan_or_error(snap, runs)[0])))
+    plan = plan_or_error(snap, runs)[0]
+    if as_json:
+        emit(_json(report.status_document(snap, runs, plan=plan)))
     else:
-        emit(report.render_check(runs, color=use_color(), snap=snap))
+        emit(report.render_check(runs, color=use_color(), snap=snap, plan=plan))
     sys.exit(code)
 
 

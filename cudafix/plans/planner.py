@@ -6,17 +6,20 @@ snapshot (:mod:`cudafix.plans.simulate`) the rules themselves find clean: no err
 of the torch rules (:data:`TORCH_RULES`) and no new finding of any other rule.  So the plan never
 proposes a build cudafix would then flag, and applying it re-checks clean by construction.
 
-The plan moves torch with every installed package pinned to it (torchvision, torchaudio, ...;
-never adds one), through the manager that owns torch (pip wheel: the env's own interpreter
-``-m pip``; conda package: ``conda install -p <prefix>`` with the channels of that era), and
-keeps the other findings' commands and shell lines once each.
+The plan moves torch with every installed package pinned to it or linking its libraries
+(torchvision, torchaudio, ...; never adds one; cudafix.plans.companions), through the manager that
+owns torch (pip wheel: the env's own interpreter ``-m pip``; conda package: ``conda install -p
+<prefix>`` with the channels of that era), moves CUDA packages outside torch the driver cannot run
+(or lists them open), and keeps the other findings' commands and shell lines once each
+(cudafix.plans.others), recording which numbered step answers which finding.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+import re
+import shlex
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from cudafix.knowledge import cuda_driver, version_tuple
 from cudafix.knowledge.cuda_packages import normalize
@@ -25,6 +28,7 @@ from cudafix.knowledge import torch_builds as tb
 from cudafix.model.findings import ERROR, WARNING, Finding, RuleRun
 from cudafix.model.snapshot import Snapshot
 from cudafix.plans import remedy, simulate
+from cudafix.plans.companions import AddonMove, addon_moves, addon_steps, all_companions, companion_variant, open_lines
 from cudafix.plans.commands import (  # noqa: F401  (step kinds re-exported: part of the plan API)
     DRIVER,
     INSTALL,
@@ -50,8 +54,12 @@ TORCH_RULES = (
 # Build-time findings a torch change may cause (CUDA_HOME then names a toolkit of the old CUDA):
 # told with the plan, never a reason to pick another build (the toolkit is the thing to change).
 CONSEQUENCES = ("cuda-home-mismatch",)
+# Rules whose findings depend on torch's build: after a torch change their fixes come from the
+# simulated state (the toolkit to match is the target's CUDA, not the replaced torch's).
+AFTER_RULES = CONSEQUENCES + ("ext-arch-unsupported", "ext-ptx-jit", "ext-cuda-major", "ext-torch-symbols")
 MAX_TRIED = 80  # candidates simulated at most (there are ~60 release x variant rows)
-POINTER = "cudafix fix"  # rules point here instead of printing install commands themselves
+MINOR_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
+from cudafix.plans.others import POINTER, other_steps  # noqa: E402,F401  (POINTER: part of the plan API)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,10 +86,15 @@ class Plan:
     addresses: Tuple[str, ...] = ()  # rule ids of the findings the plan answers
     unresolved: Tuple[str, ...] = ()  # findings no step answers
     automatic: Tuple[str, ...] = ()  # safe fixes cudafix applies itself (nothing to run)
+    answers: Tuple[Tuple[str, str, int], ...] = ()  # (rule, subject, plan step number that answers it)
 
     @property
     def nothing_to_do(self) -> bool:
         return not self.steps and not self.blockers and not self.unresolved
+
+    def step_for(self, rule: str, subject: str) -> Optional[int]:
+        """The number (1-based) of the plan step that answers a finding, None if none does."""
+        return next((n for r, s, n in self.answers if r == rule and s == subject), None)
 
     @property
     def runnable(self) -> Tuple[Step, ...]:
@@ -140,15 +153,44 @@ def _run(snap: Snapshot, rule_ids: Sequence[str]) -> List[RuleRun]:
 # -- companions and commands ------------------------------------------------------------------
 
 
-def _companions_for(snap: Snapshot, torch_v: str) -> Tuple[Dict[str, str], Optional[str]]:
-    """{name: version built for torch_v}, or (partial, why) when one has no known release."""
+def _companions_for(snap: Snapshot, torch_v: str) -> Tuple[Dict[str, str], List[str]]:
+    """({name: version built for torch_v}, [names cudafix knows no release of for torch_v])."""
     want: Dict[str, str] = {}
-    for name, _have in installed_companions(snap):
+    missing: List[str] = []
+    for name, have in all_companions(snap):
         v = tb.companion_for(name, torch_v)
+        if _pins(snap, name) == torch_v and v is not None:
+            v = plain_version(have)  # the installed release is built for torch_v too (its own pin says so)
         if v is None:
-            return want, "%s has no release for torch %s that cudafix knows of" % (name, torch_v)
-        want[name] = v
-    return want, None
+            missing.append(name)
+        else:
+            want[name] = v
+    return want, missing
+
+
+def _pins(snap: Snapshot, name: str) -> Optional[str]:
+    """The torch version an installed companion pins with ``==`` (its metadata), None if none."""
+    reqs: List[str] = []
+    if name == "torchvision" and snap.torchvision:
+        reqs = [snap.torchvision[0].requires_torch or ""] + list(snap.torchvision[0].dist.requires)
+    reqs += [r for d in snap.torch_pinned if normalize(d.name) == name for r in d.requires]
+    for r in reqs:
+        m = re.match(r"^\s*torch\s*\(?\s*==\s*([0-9][0-9.]*)\s*\)?\s*$", r or "")
+        if m:
+            return m.group(1)
+    return None
+
+
+def _open_companion(snap: Snapshot, name: str, have: str, torch_v: str) -> str:
+    """The open line of a companion with no known release for the target: reason and command."""
+    py = shlex.quote(snap.python.executable or "python")
+    if name == "torchaudio":
+        return ("torchaudio %s: no torchaudio release exists for torch %s (PyPI's newest is %s): it no longer "
+                "imports after the change — drop it: %s -m pip uninstall -y torchaudio" % (
+                    have, torch_v, ".".join(map(str, tb.TORCHAUDIO_LAST)), py))
+    return ("%s %s is built against the installed torch and cudafix does not know which %s release is built for "
+            "torch %s: after the change, install that release with the env's own pip (%s -m pip install %s==VERSION, "
+            "VERSION from %s's release notes), or its import fails" % (name, have, name, torch_v, py, name, name))
 
 
 # -- choosing the target ----------------------------------------------------------------------
@@ -162,14 +204,20 @@ def _clean(before: Sequence[RuleRun], after: Sequence[RuleRun]) -> List[str]:
     return bad + new
 
 
-def _consequences(before: Sequence[RuleRun], after: Sequence[RuleRun]) -> List[str]:
-    old = {(f.rule, f.subject) for f in _serious(before)}
-    return ["after the change: %s: %s — %s" % (f.rule, f.message, f.fix.summary if f.fix else "")
-            for f in _serious(after, CONSEQUENCES) if (f.rule, f.subject) not in old]
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The chosen target and everything that moves with it."""
+
+    cand: remedy.Candidate
+    comps: Dict[str, str]  # companion -> version built for the target
+    uninstall: List[str]  # CUDA wheels of the replaced torch's major
+    moves: List[AddonMove]  # CUDA packages outside torch the driver cannot run
+    missing: List[str]  # companions with no known release for the target (open)
+    after: Sequence[RuleRun] = ()  # every rule's outcome on the snapshot with the target applied
 
 
-def _choose(snap: Snapshot, runs: Sequence[RuleRun]):
-    """(candidate, companions, uninstall, skipped, why-not) — the first clean target, best first."""
+def _choose(snap: Snapshot, runs: Sequence[RuleRun]) -> Tuple[Optional[Choice], List[str]]:
+    """(choice or None, skipped candidates with why) — best first."""
     t = snap.primary_torch
     dcuda, dver = _driver(snap)
     ccs = _ccs(snap)
@@ -189,21 +237,31 @@ def _choose(snap: Snapshot, runs: Sequence[RuleRun]):
     keep_major = t.cuda if t is not None and owner_of(snap) == "pip" else None
     cands += [c for c in remedy.candidates(dcuda, ccs, py, cur, keep_major, dver, want_cuda=want_cuda)
               if not (c.torch == cur and c.variant == cur_variant)]
-    skipped: List[str] = []
     owner = owner_of(snap)
-    for c in cands[:MAX_TRIED]:
-        comps, why = _companions_for(snap, c.torch)
-        if why:
-            skipped.append("%s: %s" % (c.label, why))
-            continue
-        uninstall = stale_nvidia(snap, c.variant)
-        sim = simulate.apply_target(snap, c.torch, c.variant, comps, uninstall, owner=owner)
-        after = _run(sim, ids)
-        flagged = _clean(runs, after)
-        if not flagged:
-            return c, comps, uninstall, skipped + _consequences(runs, after)
-        skipped.append("%s: cudafix would flag it (%s)" % (c.label, ", ".join(flagged)))
-    return None, {}, [], skipped
+    skipped: List[str] = []
+    # First pass: every companion has a known release for the target.  Second pass: a companion
+    # cudafix knows no release of is listed open, never a reason to leave torch broken.
+    for strict in (True, False):
+        for c in cands[:MAX_TRIED]:
+            comps, missing = _companions_for(snap, c.torch)
+            if missing and strict:
+                skipped.append("%s: %s" % (c.label, "; ".join("%s has no release for torch %s that cudafix knows of" % (m, c.torch)
+                                                          for m in missing)))
+                continue
+            if not strict and not missing:
+                continue  # already judged in the first pass
+            uninstall = stale_nvidia(snap, c.variant)
+            moves = addon_moves(snap, dcuda)
+            replaced = [n for n, _ in all_companions(snap)] + [m.name for m in moves if m.to]
+            sim = simulate.apply_target(snap, c.torch, c.variant, comps, uninstall, owner=owner, replaced=replaced)
+            after = _run(sim, ids)
+            flagged = _clean(runs, after)
+            if not flagged:
+                return Choice(c, comps, uninstall, moves, missing, after), [k for k in skipped if not k.startswith(c.label + ":")]
+            line = "%s: cudafix would flag it (%s)" % (c.label, ", ".join(flagged))
+            if line not in skipped:
+                skipped.append(line)
+    return None, skipped
 
 
 def _blocker(snap: Snapshot) -> Tuple[str, Optional[Step]]:
@@ -232,58 +290,75 @@ def _blocker(snap: Snapshot) -> Tuple[str, Optional[Step]]:
 # -- the plan ---------------------------------------------------------------------------------
 
 
-def _ext_package(snap: Snapshot, f: Finding) -> Optional[str]:
-    """The distribution an ext-* finding is about (its subject is the module's file name)."""
-    if not f.rule.startswith("ext-"):
-        return None
-    for m in snap.extensions.modules:
-        if os.path.basename(m.path) == f.subject and m.package:
-            return normalize(m.package)
-    return None
+MODE_WHY = {
+    remedy.NATIVE: "runs natively on this driver (no minor-version compatibility needed)",
+    remedy.NO_DRIVER: "the driver is unknown, so it does not narrow the choice",
+}
 
 
-def _other_steps(findings: Sequence[Finding], snap: Snapshot, changed: Set[str] = frozenset()
-                 ) -> Tuple[List[Step], List[str], List[str]]:
-    """Steps of the findings the torch change does not answer (deduped), the safe fixes cudafix
-    applies by itself, and the findings left with no step.  An extension module of a package the
-    plan already reinstalls (torchvision moving to the build that pairs with the target torch) is
-    answered by that change: its own rebuild step would undo the plan."""
-    steps: List[Step] = []
-    seen = set()
-    auto: List[str] = []
-    unresolved: List[str] = []
-    for f in findings:
-        if f.rule in TORCH_RULES or _ext_package(snap, f) in changed:
+def _mode_why(c: remedy.Candidate, snap: Snapshot) -> str:
+    if c.mode != remedy.MINOR_COMPAT:
+        return MODE_WHY.get(c.mode, c.mode)
+    major = version_tuple(c.cuda or "0")[0]
+    return ("relies on CUDA minor-version compatibility (driver %s >= %s, the CUDA %d.x floor; %s): every GPU runs the "
+            "wheel's SASS, so nothing needs the PTX JIT, which minor compatibility cannot do; limits: APIs that need a "
+            "newer driver return cudaErrorCallRequiresNewerDriver, and PTX built by CUDA %s (newer than the driver's) "
+            "cannot be JIT-compiled" % (_driver(snap)[1] or "?", cuda_driver.minor_compat_floor(major) or "?", major, MINOR_DOC, c.cuda))
+
+
+def _companion_changes(snap: Snapshot, ch: Choice, owner: str, torch_changes: bool):
+    """(changes, keeps, comps still to install): a companion already built for the target stays."""
+    c = ch.cand
+    changes: List[Change] = []
+    keeps: List[str] = []
+    comps = dict(ch.comps)
+    for name, have in all_companions(snap):
+        if name not in comps:
             continue
-        fix = f.fix
-        if fix is None:
-            unresolved.append("%s: %s" % (f.rule, f.message))
+        var = companion_variant(snap, name, have)
+        same_variant = var == c.variant if var is not None else not torch_changes
+        if plain_version(have) == comps[name] and same_variant:
+            comps.pop(name)
+            keeps.append("%s %s (built for %s)" % (name, have, c.label))
             continue
-        if fix.auto:
-            line = "%s: %s" % (f.rule, fix.summary)
-            if line not in auto:
-                auto.append(line)
-            continue
-        produced = False
-        for op in fix.env.ops:
-            line = env_line(op)
-            if line and line not in seen:
-                seen.add(line)
-                steps.append(Step(SHELL, line, shell="sh, bash, zsh", why="%s: %s" % (f.rule, fix.summary)))
-                produced = True
-        for cmd in fix.commands:
-            if cmd.startswith(POINTER):
-                continue
-            produced = True
-            if cmd in seen:
-                continue
-            seen.add(cmd)
-            kind = SHELL if cmd.startswith(("export ", "unset ")) else OTHER
-            steps.append(Step(kind, cmd, shell="sh, bash, zsh" if kind == SHELL else "", root=cmd.startswith("sudo "),
-                              why="%s: %s" % (f.rule, fix.summary)))
-        if not produced:
-            unresolved.append("%s: %s (%s)" % (f.rule, f.message, fix.summary))
-    return steps, auto, unresolved
+        changes.append(Change(name, have, "%s+%s" % (comps[name], c.variant) if owner == "pip" else comps[name]))
+    return changes, keeps, comps
+
+
+def _torch_part(snap: Snapshot, ch: Choice) -> Dict[str, Any]:
+    """The plan's fields for the chosen torch target."""
+    t = snap.primary_torch
+    c = ch.cand
+    owner = owner_of(snap)
+    cur_label = t.version or t.dist.version
+    torch_changes = not (plain_version(cur_label) == c.torch and _variant_of(t) == c.variant)
+    changes: List[Change] = []
+    keeps: List[str] = []
+    if torch_changes:
+        changes.append(Change("torch", cur_label, "%s+%s" % (c.torch, c.variant)))
+    else:
+        keeps.append("torch %s (it fits: only what is paired with it changes)" % cur_label)
+    more, kept, comps = _companion_changes(snap, ch, owner, torch_changes)
+    changes += more
+    keeps += kept
+    for name in ch.uninstall:
+        changes.append(Change(name, next((d.version for d in snap.toolkits.nvidia_wheels if d.name == name), None), "(removed)"))
+    if owner == "conda":
+        steps, notes = conda_steps(snap, c.torch, c.variant, comps)
+    else:
+        steps, notes = pip_steps(snap, c.torch, c.variant, comps, torch_changes, ch.uninstall)
+    steps = list(steps) + addon_steps(snap, ch.moves)
+    changes += [Change(m.name, m.version, "%s %s" % (m.to, plain_version(m.version))) for m in ch.moves if m.to]
+    opens = [_open_companion(snap, n, h, c.torch) for n, h in all_companions(snap) if n in ch.missing]
+    opens += open_lines(snap, ch.moves)
+    notes = list(notes) + list(c.notes) + ["%s: %s" % (m.name, m.why) for m in ch.moves if m.to]
+    dist = ("the installed version in another CUDA variant" if c.distance == 0 and torch_changes
+            else "no torch change" if not torch_changes
+            else "%d release%s from the installed one (the nearest that fits)" % (c.distance, "" if c.distance == 1 else "s"))
+    why = ["chosen: %s — %s; %s" % (c.label, dist, _mode_why(c, snap))] + list(c.evidence)
+    why.append("re-checked: with this target applied to the snapshot, cudafix's rules report no error or warning about torch")
+    return dict(owner=owner, target=c.label, changes=changes, keeps=keeps, steps=steps, notes=notes, why=why, opens=opens,
+                after=ch.after)
 
 
 def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
@@ -294,91 +369,60 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
         runs = rules.run(snap)
     findings = _serious(runs)
     torch_fs = [f for f in findings if f.rule in TORCH_RULES]
-    unresolved: List[str] = []
     python = snap.python.executable or "python"
     t = snap.primary_torch
-    keeps: List[str] = []
-    dv = snap.driver.kernel_version or snap.driver.libcuda_version
-    why: List[str] = []
-    notes: List[str] = []
-    steps: List[Step] = []
-    changes: List[Change] = []
+    part: Dict[str, Any] = dict(owner="", target=None, changes=[], keeps=[], steps=[], notes=[], why=[], opens=[])
     blockers: List[str] = []
     skipped: List[str] = []
-    target = None
-    owner = ""
+    unresolved: List[str] = []
     if torch_fs and t is None:
-        unresolved = ["%s: %s" % (f.rule, f.message) for f in torch_fs] + unresolved
+        unresolved = ["%s: %s" % (f.rule, f.message) for f in torch_fs]
     elif torch_fs:
-        c, comps, uninstall, skipped = _choose(snap, runs)
-        after_notes = [k for k in skipped if k.startswith("after the change: ")]
-        skipped = [k for k in skipped if not k.startswith("after the change: ")]
-        notes.extend(after_notes)
-        if c is None:
-            text, _step = _blocker(snap)
-            blockers.append(text)
-            unresolved = ["%s: %s" % (f.rule, f.message) for f in torch_fs] + unresolved
+        ch, skipped = _choose(snap, runs)
+        if ch is None:
+            blockers.append(_blocker(snap)[0])
+            unresolved = ["%s: %s" % (f.rule, f.message) for f in torch_fs]
         else:
-            owner = owner_of(snap)
-            cur_label = t.version or t.dist.version
-            torch_changes = not (plain_version(cur_label) == c.torch and _variant_of(t) == c.variant)
-            target = c.label
-            if torch_changes:
-                changes.append(Change("torch", cur_label, "%s+%s" % (c.torch, c.variant)))
-            else:
-                keeps.append("torch %s (it fits: only what is paired with it changes)" % cur_label)
-            for name, have in installed_companions(snap):
-                want = comps[name]
-                # same release and variant already: nothing to change
-                tv_var = None
-                if name == "torchvision":
-                    tvb = snap.torchvision[0]
-                    tv_var = "cu" + tvb.cuda.replace(".", "") if tvb.cuda else ("cpu" if "+cpu" in (have or "") else None)
-                if plain_version(have) == want and (name != "torchvision" or tv_var == c.variant):
-                    comps = dict(comps)
-                    comps.pop(name)
-                    keeps.append("%s %s (built for %s)" % (name, have, c.label))
-                    continue
-                changes.append(Change(name, have, "%s+%s" % (want, c.variant) if owner == "pip" else want))
-            for name in uninstall:
-                changes.append(Change(name, next((d.version for d in snap.toolkits.nvidia_wheels if d.name == name), None), "(removed)"))
-            if owner == "conda":
-                pkg_steps, n = conda_steps(snap, c.torch, c.variant, comps)
-            else:
-                pkg_steps, n = pip_steps(snap, c.torch, c.variant, comps, torch_changes, uninstall)
-            steps.extend(pkg_steps)
-            notes.extend(n)
-            notes.extend(c.notes)
-            dist = ("the installed version in another CUDA variant" if c.distance == 0 and torch_changes
-                    else "no torch change" if not torch_changes
-                    else "%d release%s from the installed one (the nearest that fits)" % (c.distance, "" if c.distance == 1 else "s"))
-            why.append("chosen: %s — %s; %s" % (c.label, dist, {
-                remedy.NATIVE: "runs natively on this driver (no minor-version compatibility needed)",
-                remedy.NO_DRIVER: "the driver is unknown, so it does not narrow the choice",
-            }.get(c.mode, c.mode)))
-            why.extend(c.evidence)
-            why.append("re-checked: with this target applied to the snapshot, cudafix's rules report no error or warning about torch")
-    other_steps, auto, other_unresolved = _other_steps(findings, snap, {normalize(c.name) for c in changes})
-    unresolved = unresolved + other_unresolved
+            part = _torch_part(snap, ch)
+    changed = {normalize(c.name) for c in part["changes"]}
+    install = next((st.text for st in part["steps"] if st.kind == INSTALL), None)
+    if part.get("after"):
+        # What depends on torch's build (its CUDA vs CUDA_HOME, its extension modules) is judged on
+        # the env as the plan leaves it: a fix for the replaced torch would contradict the plan.
+        after = {(f.rule, f.subject): f for f in _serious(part["after"]) if f.rule in AFTER_RULES}
+        findings = [after.get((f.rule, f.subject), f) if f.rule in AFTER_RULES else f for f in findings]
+        gone = [f for f in findings if f.rule in AFTER_RULES and (f.rule, f.subject) not in after]
+        had = {(g.rule, g.subject) for g in findings}
+        findings = [f for f in findings if f not in gone] + [
+            dataclasses.replace(f, message="after the change: " + f.message) for k, f in after.items() if k not in had]
+    else:
+        gone = []
+    extra, auto, other_unresolved, answers = other_steps(findings, snap, changed, TORCH_RULES, install)
+    answers.update({(f.rule, f.subject): install for f in gone if install})
+    unresolved = unresolved + list(part["opens"]) + other_unresolved
+    keeps = list(part["keeps"])
+    dv = snap.driver.kernel_version or snap.driver.libcuda_version
     if dv:
         keeps.append("NVIDIA driver %s" % dv)
     if snap.python.version:
         keeps.append("Python %s (%s)" % (snap.python.version, python))
-    steps.extend(other_steps)
+    steps = list(part["steps"]) + [s for s in extra if s.text not in {x.text for x in part["steps"]}]
+    number = {st.text: i for i, st in enumerate(steps, 1)}
     return Plan(
         python=python,
-        owner=owner,
-        target=target,
-        changes=tuple(changes),
+        owner=part["owner"],
+        target=part["target"],
+        changes=tuple(part["changes"]),
         steps=tuple(steps),
         keeps=tuple(keeps),
-        why=tuple(why),
+        why=tuple(part["why"]),
         skipped=tuple(skipped[:8]),
-        notes=tuple(dict.fromkeys(notes)),
+        notes=tuple(dict.fromkeys(part["notes"])),
         blockers=tuple(blockers),
-        addresses=tuple(dict.fromkeys(f.rule for f in torch_fs)) if target else (),
+        addresses=tuple(dict.fromkeys(f.rule for f in torch_fs)) if part["target"] else (),
         unresolved=tuple(unresolved),
         automatic=tuple(auto),
+        answers=tuple((rule, subject, number[text]) for (rule, subject), text in answers.items() if text in number),
     )
 
 

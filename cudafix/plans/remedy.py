@@ -8,8 +8,9 @@ the rest; it states, for each candidate, the facts it rests on.
 Pruning (each stated in the candidate's ``evidence``):
 - Python: the release's supported CPython range holds the env's Python.
 - Driver: the variant's CUDA <= the driver's CUDA (*native*), or the same CUDA major above the
-  minor-version-compatibility floor (*minor-compat*; cudafix's driver-minor-compat rule warns
-  about it, so the planner never keeps one).  NVIDIA, CUDA Compatibility guide.
+  minor-version-compatibility floor (*minor-compat*: valid when every GPU runs SASS, since minor
+  compatibility cannot JIT newer PTX; the driver-minor-compat rule is then a note, otherwise a
+  warning that rules the candidate out).  NVIDIA, CUDA Compatibility guide.
 - GPUs: every visible GPU runs SASS of the build's arch list, or PTX (the arch-ptx-jit rule warns
   about that JIT, so the planner never keeps one either).
 

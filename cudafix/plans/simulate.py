@@ -11,9 +11,10 @@ loader resolutions of the old install are dropped too (they describe files that 
 from __future__ import annotations
 
 import copy
-from typing import Dict, Optional, Sequence
+from typing import Collection, Dict, Optional, Sequence
 
 from cudafix.knowledge import torch_builds as tb
+from cudafix.knowledge.cuda_packages import normalize
 from cudafix.model.snapshot import Snapshot
 
 NOT_INSTALLED = "not installed yet: the plan's target (re-check after applying it)"
@@ -24,10 +25,13 @@ def _local(version: str, variant: str) -> str:
 
 
 def apply_target(snap: Snapshot, torch: str, variant: str, companions: Optional[Dict[str, str]] = None,
-                 uninstall: Sequence[str] = (), owner: str = "pip") -> Snapshot:
+                 uninstall: Sequence[str] = (), owner: str = "pip", replaced: Collection[str] = ()) -> Snapshot:
     """A NEW snapshot in which the imported torch is ``torch``+``variant`` (X.Y.Z, "cu130"|"cpu"),
     each installed companion (torchvision, torchaudio ...) is at ``companions[name]`` for that
-    build, and the ``uninstall``-ed distributions are gone.  ``owner``: "pip" | "conda"."""
+    build, and the ``uninstall``-ed distributions are gone.  ``owner``: "pip" | "conda".
+    ``replaced``: PEP 503 names of the packages the plan reinstalls (companions, CUDA packages
+    moved to another major): their old extension modules are gone, and the new builds are the
+    ones made for the target (their own scan comes with the re-check after applying)."""
     new = copy.deepcopy(snap)
     cuda = None if variant == "cpu" else tb.variant_cuda(variant)
     companions = dict(companions or {})
@@ -63,6 +67,9 @@ def apply_target(snap: Snapshot, torch: str, variant: str, companions: Optional[
     gone = set(uninstall)
     if gone:
         new.toolkits.nvidia_wheels = [d for d in new.toolkits.nvidia_wheels if d.name not in gone]
+    drop = {normalize(n) for n in replaced} | {"torch"} | {normalize(n) for n in companions}
+    new.extensions.modules = [m for m in new.extensions.modules
+                              if normalize(m.package or "") not in drop or m.location.startswith("torch extension")]
     new.libraries.resolutions = []
     new.libraries.unknown = dict(new.libraries.unknown, resolutions=NOT_INSTALLED)
     new.source = (snap.source + "; " if snap.source else "") + "plan target applied (cudafix.plans.simulate)"

@@ -75,8 +75,16 @@ def analyse_prefix(prefix: str):
 # -- the health check ---------------------------------------------------------------------------
 
 
+def _plan_commands(f, plan) -> Optional[List[str]]:
+    """The plan step that answers a finding, as doctor prints it (None: the plan has none)."""
+    n = plan.step_for(f.rule, f.subject) if plan is not None else None
+    if n is None:
+        return None
+    return ["\u2192 plan step %d (cudafix fix): %s" % (n, plan.steps[n - 1].text)]
+
+
 def render_health(runs: Sequence, verbose: bool = False, ok_mark: str = _OK_MARK, x_mark: str = _X_MARK,
-                  hooks: Optional[bool] = None) -> str:
+                  hooks: Optional[bool] = None, plan=None) -> str:
     """conda-doctor style text: ✅ when nothing is wrong or everything wrong is corrected by
     cudafix's installed hooks, else ❌; one line per finding (verbose: the whole `cudafix check`
     report).  ``hooks``: True = installed in the env, False = incomplete, None = cudafix is not
@@ -108,8 +116,9 @@ def render_health(runs: Sequence, verbose: bool = False, ok_mark: str = _OK_MARK
                 auto = ""
             lines.append("  %s %s%s: %s%s" % (f.severity, f.rule, subject, f.message, auto))
             if f.fix and not f.auto:
-                for cmd in f.fix.commands:
-                    lines.append("      $ %s" % cmd)
+                step = _plan_commands(f, plan)
+                for cmd in step if step is not None else ["$ " + c for c in f.fix.commands]:
+                    lines.append("      %s" % cmd)
     hint = "  `cudafix status` in this env shows the whole stack"
     if hooks is False:
         hint += "; `conda doctor --fix cudafix` installs cudafix's missing hooks"
@@ -139,14 +148,16 @@ def health_check(prefix: str, verbose: bool) -> None:
         print("%s cudafix: no Python in this environment, nothing to check.\n" % ok_mark)
         return
     try:
-        _snap, runs = analyse_prefix(prefix)
+        snap, runs = analyse_prefix(prefix)
     except Exception as exc:  # report, never take `conda doctor` down
         print("%s cudafix could not inspect %s: %s: %s\n" % (x_mark, prefix, type(exc).__name__, exc))
         return
     from cudafix.render import report
 
+    from cudafix.plans.planner import plan_or_error
+
     hooks = hooks_state(prefix) if report.sorted_findings(runs) else None
-    print(render_health(runs, verbose=verbose, ok_mark=ok_mark, x_mark=x_mark, hooks=hooks))
+    print(render_health(runs, verbose=verbose, ok_mark=ok_mark, x_mark=x_mark, hooks=hooks, plan=plan_or_error(snap, runs)[0]))
 
 
 # -- the fixer ----------------------------------------------------------------------------------
@@ -188,13 +199,14 @@ def install_hooks(python: str, prefix: str) -> Tuple[bool, str]:
     return proc.returncode == 0, (proc.stdout + proc.stderr).strip()
 
 
-def _advice_lines(findings: Sequence) -> List[str]:
+def _advice_lines(findings: Sequence, plan=None) -> List[str]:
     lines: List[str] = []
     for f in findings:
         if not f.fix or f.auto:
             continue
-        lines.append("  %s: %s" % (f.rule, f.fix.summary or f.message))
-        lines.extend("      $ %s" % c for c in f.fix.commands)
+        step = _plan_commands(f, plan)
+        lines.append("  %s: %s" % (f.rule, f.message if step is not None else (f.fix.summary or f.message)))
+        lines.extend("      %s" % c for c in (step if step is not None else ["$ " + c for c in f.fix.commands]))
     if lines:
         lines.insert(0, "Not changed automatically (not safe to apply unasked); to fix them yourself:")
     return lines
@@ -213,10 +225,12 @@ def fix_prefix(prefix: str, args: object, confirm: Callable[[str], None]) -> int
     if python is None:
         print("cudafix: no Python in %s, nothing to fix." % prefix)
         return 0
-    _snap, runs = analyse_prefix(prefix)
+    from cudafix.plans.planner import plan_or_error
+
+    snap, runs = analyse_prefix(prefix)
     findings = report.sorted_findings(runs)
     safe = [f for f in findings if f.auto]
-    advice = _advice_lines(findings)
+    advice = _advice_lines(findings, plan_or_error(snap, runs)[0])
 
     if not env_has_cudafix(python):
         print("cudafix is not installed in %s, so its corrections cannot run there. Install it with:" % prefix)

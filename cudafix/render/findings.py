@@ -34,7 +34,8 @@ def fix_lines(fix: Fix) -> List[str]:
     return lines
 
 
-def finding_lines(out: Out, f: Finding) -> List[str]:
+def finding_lines(out: Out, f: Finding, step: Optional[int] = None) -> List[str]:
+    """``step``: the number of the plan step that answers it (its own fix text is not printed)."""
     tag = out.style("%-7s" % f.severity, f.severity, "bold")
     head = "  %s %s" % (tag, f.rule)
     if f.subject:
@@ -46,7 +47,11 @@ def finding_lines(out: Out, f: Finding) -> List[str]:
     pad = " " * 10
     for ev in f.evidence:
         lines.append(pad + "- " + ev)
-    if f.fix:
+    if f.fix and f.fix.auto:  # what cudafix corrects itself, then the plan step that answers the cause
+        lines.extend(pad + ln for ln in fix_lines(f.fix))
+    if step is not None:
+        lines.append(pad + "fix: \u2192 plan step %d (cudafix fix)" % step)
+    elif f.fix and not f.fix.auto:
         lines.extend(pad + ln for ln in fix_lines(f.fix))
     return lines
 
@@ -87,11 +92,12 @@ def summary_line(runs: Sequence[RuleRun]) -> str:
     )
 
 
-def findings_section(out: Out, runs: Sequence[RuleRun]) -> None:
+def findings_section(out: Out, runs: Sequence[RuleRun], plan=None) -> None:
+    """``plan``: the env's plan (cudafix.plans.planner.Plan): a finding it answers points there."""
     out.section("Findings: " + summary_line(runs))
     fs = sorted_findings(runs)
     for f in fs:
-        out.lines.extend(finding_lines(out, f))
+        out.lines.extend(finding_lines(out, f, plan.step_for(f.rule, f.subject) if plan is not None else None))
     for u in unknowns(runs):
         head = "  %s %s" % (out.style("%-7s" % UNKNOWN, UNKNOWN), u["rule"])
         if u["subject"]:

@@ -11,7 +11,10 @@ from cudafix.plans.planner import INSTALL, OTHER, SHELL, UNINSTALL, Plan
 def plan_lines(plan: Plan, indent: str = "  ") -> List[str]:
     out: List[str] = []
     if not plan.steps and not plan.blockers:
-        out.append(indent + "nothing to do: no change cudafix can make%s" % (" (open findings below)" if plan.unresolved else ""))
+        if plan.unresolved:
+            out.append(indent + "no step cudafix can name for the open findings below")
+        else:
+            out.append(indent + "nothing to do: healthy%s" % (" (cudafix corrects the rest itself, below)" if plan.automatic else ""))
         out += ["%sopen    %s" % (indent, u) for u in plan.unresolved]
         out += ["%sauto    %s" % (indent, a) for a in plan.automatic]
         return out
@@ -28,15 +31,16 @@ def plan_lines(plan: Plan, indent: str = "  ") -> List[str]:
         out.append("%swhy     %s" % (indent, w))
     for s in plan.skipped:
         out.append("%snot     %s" % (indent, s))
+    number = {s.text: i for i, s in enumerate(plan.steps, 1)}  # "plan step N" in the findings
     runs = [s for s in plan.steps if s.kind in (INSTALL, UNINSTALL, OTHER)]
     if runs:
         out.append(indent + "run (%s):" % ("pip of the env's own interpreter" if plan.owner == "pip" else
                                           "conda, on this env's prefix" if plan.owner == "conda" else "in order"))
-        out.extend("%s  $ %s" % (indent, s.text) for s in runs)
+        out.extend("%s  %d. $ %s" % (indent, number[s.text], s.text) for s in runs)
     shell = [s for s in plan.steps if s.kind == SHELL]
     if shell:
         out.append(indent + "shell (sh, bash, zsh):")
-        out.extend("%s  %s" % (indent, s.text) for s in shell)
+        out.extend("%s  %d.   %s" % (indent, number[s.text], s.text) for s in shell)
     for b in plan.blockers:
         out.append("%sblocked %s" % (indent, b))
     for u in plan.unresolved:

@@ -37,7 +37,7 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
     toolkits_section(out, snap)
     libraries_section(out, snap, verbose)
     environment_section(out, snap)
-    findings_section(out, runs)
+    findings_section(out, runs, plan)
     if plan is not None or plan_error:
         plan_section(out, plan, plan_error)
     return out.text()
@@ -50,8 +50,9 @@ def plan_section(out: Out, plan, error: Optional[str]) -> None:
     out.lines.extend(plan_lines(plan) if plan is not None else ["  unknown \u2014 no plan: %s" % error])
 
 
-def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None) -> str:
-    """Only the findings (and what could not be decided): the `cudafix check` output."""
+def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None, plan=None) -> str:
+    """Only the findings (and what could not be decided): the `cudafix check` output; with
+    ``plan``, the plan's steps follow, the same answer as `cudafix status` and `cudafix fix`."""
     out = Out(color)
     if snap is not None and snap.assumed:
         parts = ["%s=%s" % (k, assumed_value(v)) for k, v in sorted(snap.assumed.items())]
@@ -59,8 +60,16 @@ def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Sn
         line = no_torch_line(snap)
         if line:
             out.add(out.style(line, WARNING))
-    findings_section(out, runs)
+    findings_section(out, runs, plan)
+    if plan is not None and plan.steps:
+        plan_section(out, plan, None)
     return out.text()
+
+
+def _with_step(d: Dict[str, Any], plan) -> Dict[str, Any]:
+    """A finding's JSON with ``answered_by``: the number of the plan step that answers it (or null)."""
+    d["answered_by"] = plan.step_for(d.get("rule", ""), d.get("subject", "")) if plan is not None else None
+    return d
 
 
 def status_document(snap: Snapshot, runs: Sequence[RuleRun], plan=None) -> Dict[str, Any]:
@@ -68,7 +77,7 @@ def status_document(snap: Snapshot, runs: Sequence[RuleRun], plan=None) -> Dict[
     return {
         "schema": STATUS_SCHEMA,
         "snapshot": snap.to_dict(),
-        "findings": [f.to_dict() for f in sorted_findings(runs)],
+        "findings": [_with_step(f.to_dict(), plan) for f in sorted_findings(runs)],
         "unknown": unknowns(runs),
         "verdicts": {r.rule.id: r.verdict for r in runs},
         "plan": plan.to_dict() if plan is not None else None,

@@ -262,11 +262,44 @@ def check_driver_minor_compat(snap: Snapshot) -> Iterable[Outcome]:
         "it runs under CUDA minor-version compatibility (driver >= %s for CUDA %d.x)" % (facts["floor"], tmm[0]),
         "NVIDIA: under minor-version compatibility PTX of the newer toolkit cannot be JIT-compiled and features needing a newer driver return cudaErrorCallRequiresNewerDriver",
     ]
+    native, why_native = _all_sass(snap)
+    ev.append(why_native)
+    if native:
+        # Nothing the GPUs run needs the JIT: what minor compatibility cannot do is never asked of it.
+        return [problem(
+            "driver %s (CUDA %d.%d) runs %s (CUDA %d.%d) under minor-version compatibility: every GPU runs SASS, no PTX JIT needed; "
+            "APIs that need a newer driver return cudaErrorCallRequiresNewerDriver" % (dv or "?", dmm[0], dmm[1], torch_label(t), tmm[0], tmm[1]),
+            ev, severity=INFO, subject="driver",
+        )]
     return [problem(
         "driver %s (CUDA %d.%d) runs %s (CUDA %d.%d) only under minor-version compatibility: no PTX JIT, newer features off" % (
             dv or "?", dmm[0], dmm[1], torch_label(t), tmm[0], tmm[1]),
         ev, fix=_driver_fix(snap, t, tmm, native_only=True), subject="driver",
     )]
+
+
+def _all_sass(snap: Snapshot) -> Tuple[bool, str]:
+    """(True, why) when every visible GPU runs SASS of torch's CUDA libraries and of every
+    extension module of torch with device code: then minor-version compatibility needs no PTX JIT."""
+    from cudafix.knowledge.arch import fit
+    from cudafix.rules.arch import _fits  # the arch rules' own view of torch's code per GPU
+
+    _t, _covs, fits, _blocked = _fits(snap)
+    if not fits:
+        return False, "no visible GPU with a known compute capability: whether a PTX JIT is needed is unknown"
+    bad = [f.gpu.name for f in fits if f.kind != "sass"]
+    if bad:
+        return False, "%s: torch has no SASS for it (it would need the PTX JIT, which minor-version compatibility cannot do)" % ", ".join(bad)
+    if not snap.extensions.scanned:
+        return False, "extension modules not scanned: whether one of them needs the PTX JIT is unknown"
+    # Only the modules that run on torch's CUDA runtime (they link torch): a package with its own
+    # runtime (cupy, jax's plugins) is not under torch's minor-version compatibility.
+    for m in snap.extensions.modules:
+        if m.torch_linked and (m.sass or m.ptx):
+            for f in fits:
+                if fit(m.sass, [], f.cc or "").kind != "sass":
+                    return False, "%s (%s) has no SASS for %s (compute capability %s)" % (os.path.basename(m.path), m.package or "?", f.gpu.name, f.cc)
+    return True, "every visible GPU runs SASS of torch%s: nothing needs the PTX JIT" % (" and its extension modules" if snap.extensions.modules else "")
 
 
 # -- forward-compat-mismatch ---------------------------------------------------------------
@@ -426,7 +459,7 @@ RULES = (
         title="torch runs only under CUDA minor-version compatibility (no PTX JIT, some features off)",
         check=check_driver_minor_compat,
         needs=("driver", "torch"),
-        cause="The driver supports an older minor of torch's CUDA major. NVIDIA's minor-version compatibility runs it, but PTX compiled by the newer toolkit cannot be JIT-compiled and APIs needing a newer driver fail.",
+        cause="The driver supports an older minor of torch's CUDA major. NVIDIA's minor-version compatibility runs it, but PTX compiled by the newer toolkit cannot be JIT-compiled and APIs needing a newer driver fail. A warning when a GPU would need that JIT (torch or one of its extension modules has no SASS for it, or the modules were not scanned); a note when every GPU runs SASS: then nothing needs the JIT, and `cudafix fix` may choose such a build (the smallest change).",
         symptoms=(
             "CUDA error: the provided PTX was compiled with an unsupported toolchain.",
             "cudaErrorCallRequiresNewerDriver",
