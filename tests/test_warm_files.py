@@ -166,7 +166,7 @@ def test_the_write_check_sees_the_writes_of_51656f0(tmp_path):
         (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)("commit 51656f0 not in this checkout")
     subprocess.run(["tar", "-x", "-C", str(src)], input=tar.stdout, check=True, timeout=120)
     found = writes_outside_store(src)
-    assert any(f.startswith("cudafix/warm/runtime.py") and "os.open" in f for f in found), found
-    assert any(f.startswith("cudafix/warm/runtime.py") and "open() for writing" in f for f in found), found
-    assert any(f.startswith("cudafix/warm/runtime.py") and "makedirs" in f for f in found), found
+    assert any(f.startswith("cudafix/hook/warm.py") and "os.open" in f for f in found), found
+    assert any(f.startswith("cudafix/hook/warm.py") and "open() for writing" in f for f in found), found
+    assert any(f.startswith("cudafix/hook/warm.py") and "makedirs" in f for f in found), found
     assert sys.version_info >= (3, 8)
