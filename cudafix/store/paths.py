@@ -27,6 +27,20 @@ def user_cache_dir(env: Optional[Mapping[str, str]] = None) -> str:
     return os.path.join("/tmp", "cudafix-%d" % os.getuid())
 
 
+ROOT_VAR = "CUDAFIX_ROOT"
+
+
+def probe_root(env: Optional[Mapping[str, str]] = None) -> str:
+    """The filesystem root every probe reads /sys, /proc, /dev, /etc and /usr under: "/", or
+    $CUDAFIX_ROOT when it names an existing directory (tests lay a WSL or driver tree out in a
+    temp dir).  The one place probes take it from (cudafix.probes.take_snapshot passes it on)."""
+    env = os.environ if env is None else env
+    root = env.get(ROOT_VAR) or ""
+    if root and os.path.isabs(root) and os.path.isdir(root):
+        return os.path.normpath(root)
+    return "/"
+
+
 _M61 = (1 << 61) - 1
 
 

@@ -1,0 +1,172 @@
+"""WSL 2 trees (tests/wsltree.py, tests/fixtures/wsl/SOURCES.md) through the probes, the rules, the
+real ldconfig, `status` / `check`, activation and the import hook."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from cudafix import probes, rules
+from cudafix.model.findings import ERROR, INFO, WARNING
+from cudafix.probes.wsl import probe_wsl
+from cudafix.store.paths import probe_root
+from tests import wsltree
+from tests.conftest import REPO, require
+
+WSL_RULES = ("wsl-driver", "wsl-libcuda-not-symlink", "wsl-libcuda-unversioned", "wsl-libcuda-shadowed")
+VENVS = os.path.expanduser(os.environ.get("CUDAFIX_TEST_VENVS") or "~/.cache/cudafix-venvs")
+
+
+def venv_python(name):
+    py = os.path.join(VENVS, name, "bin", "python")
+    require(os.path.exists(py) and any(f.startswith(".cudafix-ready") for f in os.listdir(os.path.join(VENVS, name))),
+            "venv %s not built (tests/make_venvs.sh)" % name)
+    return py
+
+
+def verdicts(snap):
+    out = {}
+    for run in rules.run(snap):
+        if run.rule.id in WSL_RULES:
+            sev = {o.severity or run.rule.severity for o in run.outcomes if o.verdict == "problem"}
+            out[run.rule.id] = (run.verdict, sev.pop() if sev else None, run)
+    return out
+
+
+def snapshot(tmp_path, scenario, python=None):
+    root, env, err = wsltree.build(tmp_path, scenario)
+    snap = probes.take_snapshot(python=python, env=env, root=str(root), scan_arch=False, scan_extensions=False)
+    return snap, root, env, err
+
+
+def test_probe_root_from_one_place(tmp_path):
+    assert probe_root({}) == "/"
+    assert probe_root({"CUDAFIX_ROOT": str(tmp_path)}) == str(tmp_path)
+    assert probe_root({"CUDAFIX_ROOT": "relative/dir"}) == "/"  # only an absolute, existing directory
+    assert probe_root({"CUDAFIX_ROOT": str(tmp_path / "missing")}) == "/"
+
+
+def test_detection_and_driver_on_wsl_trees(tmp_path):
+    snap, root, env, _ = snapshot(tmp_path, "stock")
+    assert snap.wsl.detected and snap.driver.wsl and snap.hardware.dxg
+    assert any("microsoft-standard-WSL2" in e for e in snap.wsl.evidence)
+    assert snap.driver.kernel_version is None and "WSL 2" in snap.driver.unknown["kernel_version"]
+    assert snap.driver.libcuda_path.endswith("/usr/lib/wsl/lib/libcuda.so.1")
+    assert snap.driver.cuda_version == 12060  # cuDriverGetVersion of the tree's libcuda (no cuInit)
+    assert snap.wsl.driver_store == ["/" + wsltree.STORE]
+    native, _, _, _ = snapshot(tmp_path, "not-wsl")
+    assert not native.wsl.detected and not native.driver.wsl
+
+
+def test_no_driver_rules_stay_quiet_on_wsl(tmp_path):
+    snap, _, _, _ = snapshot(tmp_path, "stock", python=venv_python("torch-251"))
+    by_id = {r.rule.id: r for r in rules.run(snap)}
+    assert by_id["no-driver"].verdict == "ok"
+    assert by_id["driver-library-mismatch"].verdict == "ok"
+    assert by_id["wsl-driver"].verdict == "ok"
+
+
+@pytest.mark.parametrize("scenario", wsltree.SCENARIOS)
+def test_real_ldconfig_agrees_with_the_not_symlink_rule(tmp_path, scenario):
+    snap, root, env, err = snapshot(tmp_path, scenario)
+    warned = "/usr/lib/wsl/lib/libcuda.so.1 is not a symbolic link" in err  # glibc ldconfig's own message
+    v = verdicts(snap)["wsl-libcuda-not-symlink"]
+    assert (v[0] == "problem") == warned, (scenario, err)
+    if warned:
+        assert v[1] == INFO
+    # What the probe read from the tree's ld.so.cache is what `ldconfig -p` lists for libcuda.so.
+    listed = subprocess.run(["ldconfig", "-p", "-C", str(root / "etc/ld.so.cache")], capture_output=True, text=True).stdout
+    unv = re.findall(r"^\s+libcuda\.so \(libc6,x86-64\) => (\S+)$", listed, re.M)
+    if scenario != "not-wsl" and not env.get("LD_LIBRARY_PATH"):
+        assert (snap.wsl.unversioned_via == "ld.so.cache") == bool(unv)
+        first = re.findall(r"^\s+libcuda\.so\.1 \(libc6,x86-64\) => (\S+)$", listed, re.M)
+        assert snap.wsl.found_via["libcuda.so.1"].startswith(first[0] + " ")
+
+
+def test_the_not_symlink_fix_silences_real_ldconfig(tmp_path):
+    """The printed commands, run with their paths under the tree: ldconfig stops warning and caches libcuda.so."""
+    _, root, _, err = snapshot(tmp_path, "stock")
+    assert "is not a symbolic link" in err
+    lib2 = root / "usr/lib/wsl/lib2"
+    lib2.mkdir()
+    for f in sorted((root / "usr/lib/wsl/lib").iterdir()):  # ln -sf /usr/lib/wsl/lib/* /usr/lib/wsl/lib2/
+        (lib2 / f.name).symlink_to("/usr/lib/wsl/lib/" + f.name)
+    (root / "etc/ld.so.conf.d/ld.wsl.conf").write_text("/usr/lib/wsl/lib2\n")
+    proc = wsltree.ldconfig(root)
+    assert proc.returncode == 0 and "not a symbolic link" not in proc.stderr, proc.stderr
+    listed = subprocess.run(["ldconfig", "-p", "-C", str(root / "etc/ld.so.cache")], capture_output=True, text=True).stdout
+    assert "libcuda.so (libc6,x86-64) => /usr/lib/wsl/lib2/libcuda.so" in listed
+
+
+EXPECT = {  # scenario -> {rule: (verdict, severity)} for a CUDA torch without cuDNN 8 (torch 2.5.1, cuDNN 9)
+    "healthy": {"wsl-driver": ("ok", None), "wsl-libcuda-not-symlink": ("ok", None), "wsl-libcuda-unversioned": ("ok", None),
+                "wsl-libcuda-shadowed": ("ok", None)},
+    "stock": {"wsl-libcuda-not-symlink": ("problem", INFO), "wsl-libcuda-shadowed": ("ok", None), "wsl-driver": ("ok", None)},
+    # the real ldconfig orders ld.wsl.conf's directory first: the Linux driver's copy is present, not picked
+    "linux-driver": {"wsl-libcuda-shadowed": ("problem", WARNING)},
+    "linux-driver-ldpath": {"wsl-libcuda-shadowed": ("problem", ERROR)},
+    "stub": {"wsl-libcuda-shadowed": ("problem", WARNING), "wsl-libcuda-unversioned": ("ok", None)},
+    "no-dxg": {"wsl-driver": ("problem", ERROR)},
+    "not-wsl": {r: ("ok", None) for r in WSL_RULES},
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECT))
+def test_rule_verdicts(tmp_path, scenario):
+    snap, root, env, _ = snapshot(tmp_path, scenario, python=venv_python("torch-251"))
+    got = verdicts(snap)
+    for rule, want in EXPECT[scenario].items():
+        assert got[rule][:2] == want, (rule, [o.message for o in got[rule][2].outcomes])
+
+
+def test_shadow_fix_preloads_the_mapped_libcuda(tmp_path):
+    snap, _, _, _ = snapshot(tmp_path, "linux-driver-ldpath")
+    (out,) = [o for o in verdicts(snap)["wsl-libcuda-shadowed"][2].outcomes if o.verdict == "problem"]
+    assert "535.104.05" in " ".join(out.evidence)
+    fix = out.fix
+    assert fix.auto and [(p.soname, p.path) for p in fix.preload] == [("libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")]
+    assert [(op.op, op.value) for op in fix.env.ops] == [("remove-path", "/usr/lib/x86_64-linux-gnu")]
+
+
+def test_cudnn8_unversioned_lookup(tmp_path):
+    """torch 2.0.1 needs libcudnn.so.8 (its DT_NEEDED): on the stock layout dlopen("libcuda.so") finds nothing."""
+    py = venv_python("torch-201")
+    stock, _, _, _ = snapshot(tmp_path / "a", "stock", python=py)
+    v = verdicts(stock)["wsl-libcuda-unversioned"]
+    assert v[:2] == ("problem", ERROR), [o.message for o in v[2].outcomes]
+    (out,) = [o for o in v[2].outcomes if o.verdict == "problem"]
+    assert out.fix.auto and out.fix.scope == "activation"
+    assert [(op.op, op.name, op.value) for op in out.fix.env.ops] == [("prepend-path", "LD_LIBRARY_PATH", "/usr/lib/wsl/lib")]
+    healthy, _, _, _ = snapshot(tmp_path / "b", "healthy", python=py)  # symlinked: ldconfig caches libcuda.so
+    assert verdicts(healthy)["wsl-libcuda-unversioned"][0] == "ok"
+    stub, _, _, _ = snapshot(tmp_path / "c", "stub", python=py)  # cuDNN 8 would get the stub
+    assert verdicts(stub)["wsl-libcuda-shadowed"][:2] == ("problem", ERROR)
+
+
+def cli(root, env, *args, python=None):
+    e = {"PATH": "/usr/bin:/bin", "HOME": str(root.parent), "PYTHONPATH": str(REPO), "CUDAFIX_ROOT": str(root),
+         "XDG_CACHE_HOME": str(root.parent / "cache")}
+    e.update(env)
+    cmd = [sys.executable, "-m", "cudafix"] + list(args) + (["--python", python] if python else [])
+    return subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=300)
+
+
+def test_status_and_check_on_the_trees(tmp_path):
+    py = venv_python("torch-251")
+    gpu = ["--assume-gpu", "NVIDIA GeForce RTX 3060 Ti"]  # WSL names GPUs through NVML only (none in a tree)
+    root, env, _ = wsltree.build(tmp_path / "h", "healthy")
+    strict = cli(root, env, "check", "--strict", *gpu, python=py)
+    assert strict.returncode == 0, strict.stdout + strict.stderr
+    st = cli(root, env, "status", *gpu, python=py)
+    assert st.returncode == 0 and "WSL" in st.stdout and "wsl-" not in st.stdout, st.stdout
+    root, env, _ = wsltree.build(tmp_path / "l", "linux-driver-ldpath")
+    chk = cli(root, env, "check", "--json", *gpu, python=py)
+    assert chk.returncode == 1, chk.stderr
+    data = json.loads(chk.stdout)
+    rows = data["findings"] if isinstance(data, dict) else data
+    assert any(f["rule"] == "wsl-libcuda-shadowed" and f["severity"] == ERROR for f in rows)
