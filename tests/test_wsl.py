@@ -170,3 +170,59 @@ def test_status_and_check_on_the_trees(tmp_path):
     data = json.loads(chk.stdout)
     rows = data["findings"] if isinstance(data, dict) else data
     assert any(f["rule"] == "wsl-libcuda-shadowed" and f["severity"] == ERROR for f in rows)
+
+
+def findings_of(tmp_path, scenario, python):
+    snap, root, env, _ = snapshot(tmp_path, scenario, python=python)
+    return rules.findings(rules.run(snap)), env
+
+
+def test_import_hook_speaks_only_about_the_runtime_failures(tmp_path):
+    from cudafix.hook import plan as hookplan
+
+    py = venv_python("torch-251")
+    for scenario, want in (("healthy", set()), ("stock", set()), ("linux-driver-ldpath", {"wsl-libcuda-shadowed"})):
+        found, env = findings_of(tmp_path / scenario, scenario, py)
+        entry = hookplan.build_entry(found, env, [])
+        wsl_warns = {w[0] for w in entry.warns if w[0].startswith("wsl-")}
+        assert wsl_warns == want, (scenario, entry.warns)
+        if want:
+            (w,) = [w for w in entry.warns if w[0] == "wsl-libcuda-shadowed"]
+            assert "/usr/lib/x86_64-linux-gnu/libcuda.so.1" in w[3]
+    cudnn8, env = findings_of(tmp_path / "c8", "stock", venv_python("torch-201"))
+    entry = hookplan.build_entry(cudnn8, env, [])
+    (w,) = [w for w in entry.warns if w[0] == "wsl-libcuda-unversioned"]
+    assert "Corrected for this process" not in w[2] and "/usr/lib/wsl/lib" in w[3]  # the loader read LD_LIBRARY_PATH at start
+
+
+def _bash(script: str, env: dict) -> str:
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_activation_fixes_and_restores_exactly(tmp_path):
+    from cudafix.plans.activation import plan_from_findings
+    from cudafix.render.shells import sh
+
+    require(subprocess.run(["bash", "--version"], capture_output=True).returncode == 0, "no bash")
+    healthy, env = findings_of(tmp_path / "h", "healthy", venv_python("torch-251"))
+    assert plan_from_findings(healthy, env).changes == ()
+    cudnn8, env = findings_of(tmp_path / "c8", "stock", venv_python("torch-201"))
+    plan = plan_from_findings([f for f in cudnn8 if f.rule.startswith("wsl-")], env)
+    assert dict(plan.changes) == {"LD_LIBRARY_PATH": "/usr/lib/wsl/lib"}
+    shadow, env = findings_of(tmp_path / "ld", "linux-driver-ldpath", venv_python("torch-251"))
+    plan2 = plan_from_findings([f for f in shadow if f.rule.startswith("wsl-")], env)
+    assert dict(plan2.changes) == {"LD_LIBRARY_PATH": None}  # its only entry was the Linux driver's directory
+    for p, before in ((plan, None), (plan2, "/usr/lib/x86_64-linux-gnu")):  # each plan in the env it was made for
+        e = {"PATH": "/usr/bin:/bin"}
+        if before is not None:
+            e["LD_LIBRARY_PATH"] = before
+        show = 'printf "%s|%s\\n" "${LD_LIBRARY_PATH-UNSET}" "${LD_LIBRARY_PATH+set}"'
+        out = _bash("%s\n%s\n%s\n%s\n%s" % (show, sh.activate(p), show, sh.deactivate(), show), e)
+        first, during, after = out.strip().splitlines()
+        assert first == after  # exact restore, unset vs set included
+        if p is plan:
+            assert during.split("|")[0].startswith("/usr/lib/wsl/lib")
+        else:
+            assert during == "UNSET|"

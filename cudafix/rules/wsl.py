@@ -29,6 +29,8 @@ LDCONF_FIX = (
 def _gate(snap: Snapshot) -> Optional[List[Outcome]]:
     w = snap.wsl
     if not w.probed:
+        if "wsl" in snap.driver.found_via and not snap.driver.wsl:  # the driver probe has always looked
+            return [ok("not WSL 2 (driver probe: %s)" % snap.driver.found_via["wsl"], subject="wsl")]
         return [unknown("WSL section not probed (snapshot from an older cudafix)", subject="wsl")]
     if not w.detected:
         return [ok("not WSL 2 (%s)" % w.found_via.get("detected", "no WSL evidence"), subject="wsl")]
@@ -143,8 +145,7 @@ def check_unversioned(snap: Snapshot) -> Iterable[Outcome]:
         [why, "dlopen(\"libcuda.so\"): %s" % w.unversioned_via,
          "ld.so.cache has only the soname libcuda.so.1 for %s (ldconfig caches sonames, not the libcuda.so name)" % WSL_LIB],
         fix=Fix(summary="put %s first on LD_LIBRARY_PATH (activation does it; by hand: export LD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH})" % (WSL_LIB, WSL_LIB),
-                auto=True, env=EnvPatch((EnvOp(PREPEND_PATH, "LD_LIBRARY_PATH", WSL_LIB),)), scope="activation",
-                commands=("export LD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" % WSL_LIB,)),
+                auto=True, env=EnvPatch((EnvOp(PREPEND_PATH, "LD_LIBRARY_PATH", WSL_LIB),)), scope="activation"),
         severity=ERROR, subject="wsl")]
 
 
