@@ -147,6 +147,12 @@ def env_ops(f):
 
 # fixture -> {rule: (severity, [substrings the message+evidence must contain], auto?)}
 EXPECT = {
+    # native Windows, synthetic from the real torch 2.13.0 win_amd64 wheel (tests/wingen.py): c10.dll
+    # removed (objdump: shm.dll -> c10.dll, the first torch\\lib DLL in load order that needs it), PyPI's CPU wheel
+    "windows_torch2.13_cpu_no_c10.json": {
+        "windows-dll-missing": ("error", ["c10.dll", "shm.dll", "WinError 126"], False),
+        "cpu-only-torch": ("error", ["2.13.0+cpu", "PyPI serves only CPU builds"], False),
+        "windows-commit-charge": ("warning", ["2 GiB commit limit", "WinError 1455"], False)},
     # WSL 2 (tests/test_wsl.py runs the same states as laid-out trees through the real ldconfig)
     "h200 as WSL 2 (symlinked libcuda)": {},
     "h200 as WSL 2, libcuda as mapped (regular files)": {

@@ -289,7 +289,7 @@ def test_build_findings_never_reach_the_hook_but_show_in_check():
 def test_every_rule_declares_needs_and_a_scope():
     from cudafix.model.findings import SCOPES
 
-    names = {"driver", "gpus", "hardware", "torch", "torchvision", "toolkits", "libraries", "jit_cache", "env", "python", "wsl",
+    names = {"driver", "gpus", "hardware", "torch", "torchvision", "toolkits", "libraries", "jit_cache", "env", "python", "wsl", "windows",
              "node", "extensions"}
     for r in rules.REGISTRY:
         assert r.needs and set(r.needs) <= names, r.id

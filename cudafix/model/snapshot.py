@@ -113,6 +113,25 @@ class WslInfo:
 
 
 @dataclasses.dataclass
+class WindowsInfo:
+    """Native Windows: what ``import torch`` will do with its DLLs (cudafix.probes.windows).
+
+    ``probed`` False: not a Windows snapshot (or an older cudafix); the Windows rules say so.
+    """
+
+    probed: bool = False
+    system32_listed: bool = False  # True: System32's names were read; False: the standard set was assumed
+    vc_runtime: Optional[bool] = None  # msvcp140.dll in System32 (the VC++ Redistributable)
+    dll_failure: Optional[Dict[str, Any]] = None  # cudafix.probes.windlls.DllFailure as a dict
+    dll_bytes: Optional[int] = None  # torch\lib\*.dll + the nvidia wheels' DLLs, what each process maps
+    commit_limit_bytes: Optional[int] = None  # GlobalMemoryStatusEx ullTotalPageFile (RAM + pagefile)
+    nvcuda: Optional[str] = None  # System32\\nvcuda.dll, the driver's CUDA library
+    driver_version: Optional[str] = None  # from nvcuda.dll's version resource: 32.0.15.6094 -> "560.94"
+    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+
+@dataclasses.dataclass
 class GPUInfo:
     """The GPUs of the machine and which of them CUDA will enumerate."""
 
@@ -358,6 +377,7 @@ class Snapshot:
     probe_errors: Dict[str, str] = dataclasses.field(default_factory=_field_dict)  # probe name -> error
     hardware: Optional[Hardware] = None  # None: not probed (older snapshot) -- unknown
     wsl: WslInfo = dataclasses.field(default_factory=WslInfo)  # probed=False in older files: unknown
+    windows: WindowsInfo = dataclasses.field(default_factory=WindowsInfo)
     # Other installed distributions that pin torch exactly (torchaudio, torchtext, xformers ...):
     # a torch change must move them too (cudafix.plans.planner).
     torch_pinned: List[PythonDist] = dataclasses.field(default_factory=list)

@@ -214,6 +214,21 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     if w is not None:
         snap.wsl = w
 
+    if (snap.python.platform or "").startswith("win"):  # native Windows: the DLL side of import torch
+        from cudafix.probes.windows import probe_windows
+
+        primary = snap.primary_torch
+        win = _guard(snap, "windows", lambda: probe_windows(primary.package_dir if primary else None, snap.python.version, env,
+                                                            cuda=primary.cuda if primary else None,
+                                                            exec_prefix=snap.python.prefix, site_dirs=sys_path or []))
+        if win is not None:
+            snap.windows = win
+            if win.driver_version and not snap.driver.libcuda_path:  # the Windows driver: nvcuda.dll, not libcuda
+                snap.driver.libcuda_path, snap.driver.libcuda_version = win.nvcuda, win.driver_version
+                snap.driver.found_via["libcuda_version"] = win.found_via.get("driver_version", "")
+                for k in ("libcuda_path", "libcuda_version"):
+                    snap.driver.unknown.pop(k, None)
+
     jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env))
     if jc is not None:
         snap.jit_cache = jc

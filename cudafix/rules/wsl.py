@@ -28,6 +28,8 @@ LDCONF_FIX = (
 
 def _gate(snap: Snapshot) -> Optional[List[Outcome]]:
     w = snap.wsl
+    if (snap.python.platform or "").startswith("win"):
+        return [ok("native Windows, not WSL", subject="wsl")]
     if not w.probed:
         if "wsl" in snap.driver.found_via and not snap.driver.wsl:  # the driver probe has always looked
             return [ok("not WSL 2 (driver probe: %s)" % snap.driver.found_via["wsl"], subject="wsl")]

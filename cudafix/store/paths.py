@@ -24,7 +24,11 @@ def user_cache_dir(env: Optional[Mapping[str, str]] = None) -> str:
     home = env.get("HOME")
     if home and os.path.isabs(home):
         return os.path.join(home, ".cache", "cudafix")
-    return os.path.join("/tmp", "cudafix-%d" % os.getuid())
+    local = env.get("LOCALAPPDATA")  # Windows: no HOME, no os.getuid
+    if local and os.path.isabs(local):
+        return os.path.join(local, "cudafix", "cache")
+    getuid = getattr(os, "getuid", None)
+    return os.path.join("/tmp", "cudafix-%d" % getuid()) if getuid else os.path.join(os.path.expanduser("~"), ".cudafix-cache")
 
 
 ROOT_VAR = "CUDAFIX_ROOT"
