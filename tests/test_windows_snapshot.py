@@ -100,3 +100,20 @@ def test_status_from_a_windows_snapshot(tmp_path):
     rows = data["findings"] if isinstance(data, dict) else data
     (f,) = [r for r in rows if r["rule"] == "windows-dll-missing"]
     assert f["severity"] == "error"
+
+
+def test_take_snapshot_as_on_windows(tmp_path):
+    """The snapshot code paths with what Windows lacks removed (os.uname, os.getuid, os.geteuid) and
+    the platform win-amd64, over the real wheel: no probe crashes, the Windows section is filled, and
+    the cp312 wheel under this CPython 3.11 fails where Windows would: torch_python.dll needs python312.dll."""
+    site = str(wheel_dir("torch-2.13.0"))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, str(REPO / "tests" / "winprobe_child.py"), site, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["errors"] == {} and out["windows"] and out["platform"] == "win-amd64" and out["torch"] == ["2.13.0+cpu"]
+    if sys.version_info[:2] != (3, 12):
+        assert (out["failure"]["loading"], out["failure"]["missing"]) == ("torch_python.dll", "python312.dll")
+    else:
+        assert out["failure"] is None
