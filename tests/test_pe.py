@@ -119,3 +119,13 @@ def test_nvidia_driver_version_scheme():
     # microsoft/WSL#6423: the 455.41 WSL preview driver's DLLs carry file version 27.21.0014.5541.
     assert nvidia_driver_version((27, 21, 14, 5541)) == "455.41"
     assert nvidia_driver_version((32, 0, 15, 6094)) == "560.94"
+
+
+def test_is_pe_never_blocks_on_a_fifo(tmp_path):
+    import os
+
+    from cudafix.probes.pe import is_pe
+
+    fifo = tmp_path / "x.dll"
+    os.mkfifo(str(fifo))
+    assert is_pe(str(fifo)) is False and read_pe(str(fifo))[0] is None

@@ -86,11 +86,17 @@ class _Reader:
 
 
 def is_pe(path: str) -> bool:
+    """Starts with "MZ"; never blocks (a FIFO or device is not a regular file: False)."""
     try:
-        with open(path, "rb") as fh:
-            return fh.read(2) == b"MZ"
+        fd, _st = open_regular(path)
+    except ElfError:
+        return False
+    try:
+        return os.pread(fd, 2, 0) == b"MZ"
     except OSError:
         return False
+    finally:
+        os.close(fd)
 
 
 def read_pe(path: str) -> Tuple[Optional[PeFile], Optional[str]]:
