@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -226,3 +227,24 @@ def test_activation_fixes_and_restores_exactly(tmp_path):
             assert during.split("|")[0].startswith("/usr/lib/wsl/lib")
         else:
             assert during == "UNSET|"
+
+
+def test_the_real_import_hook_on_the_trees(tmp_path):
+    """`import torch` (torch 2.5.1) in a venv with cudafix installed, the probes reading a WSL tree:
+    the hook warns about the shadowing Linux-driver libcuda (cold and warm cache) and is silent on
+    the healthy tree."""
+    from tests.test_startup_helpers import clean_env, make_venv, run, site_packages
+
+    torch_site = site_packages(pathlib.Path(venv_python("torch-251")).parent.parent)
+    py = make_venv(tmp_path / "venv", deps=[torch_site])
+    for scenario, want in (("healthy", False), ("linux-driver-ldpath", True)):
+        root, tenv, _ = wsltree.build(tmp_path, scenario)
+        env = clean_env(tmp_path / ("cache-" + scenario), CUDAFIX_ROOT=str(root), **tenv)
+        for cache in ("cold", "warm"):
+            p = run(py, "import torch", env, timeout=300)
+            assert p.returncode == 0, p.stderr[-2000:]
+            warned = [ln for ln in p.stderr.splitlines() if "CudafixWarning" in ln]
+            wsl = [ln for ln in warned if "[wsl-libcuda-shadowed]" in ln]
+            assert bool(wsl) == want and (want or not warned), (scenario, cache, p.stderr)
+            if want:
+                assert "/usr/lib/x86_64-linux-gnu/libcuda.so.1" in wsl[0]
