@@ -12,7 +12,7 @@ WIN_ROOT = pathlib.Path(os.environ.get("CUDAFIX_WIN_WHEELS") or pathlib.Path.hom
 
 
 def win_root() -> pathlib.Path:
-    require((WIN_ROOT / ".cudafix-ready-1").exists(), "no unpacked Windows wheels in %s (run tests/fetch_win_wheels.sh)" % WIN_ROOT)
+    require((WIN_ROOT / ".cudafix-ready-2").exists(), "no unpacked Windows wheels in %s (run tests/fetch_win_wheels.sh)" % WIN_ROOT)
     return WIN_ROOT
 
 
