@@ -132,6 +132,13 @@ def test_shadow_fix_preloads_the_mapped_libcuda(tmp_path):
     fix = out.fix
     assert fix.auto and [(p.soname, p.path) for p in fix.preload] == [("libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1")]
     assert [(op.op, op.value) for op in fix.env.ops] == [("remove-path", "/usr/lib/x86_64-linux-gnu")]
+    (cmd,) = [c for c in fix.commands if c.startswith("export ")]  # pasted into bash, it drops exactly that entry
+    out = subprocess.run(["bash", "-c", cmd + '; printf "%s" "$LD_LIBRARY_PATH"'], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/a:/usr/lib/x86_64-linux-gnu:/opt/b"}, timeout=30)
+    assert out.stdout == "/opt/a:/opt/b", out.stderr
+    present, _, _, _ = snapshot(tmp_path / "p", "linux-driver")  # packaged Linux driver, not on LD_LIBRARY_PATH
+    (out,) = [o for o in verdicts(present)["wsl-libcuda-shadowed"][2].outcomes if o.verdict == "problem"]
+    assert out.fix.commands == ("sudo apt-get remove --purge 'libnvidia-compute-*'", "sudo ldconfig")
 
 
 def test_cudnn8_unversioned_lookup(tmp_path):

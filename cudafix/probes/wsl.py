@@ -158,6 +158,8 @@ def probe_wsl(env: Optional[Mapping[str, str]] = None, root: str = "/", use_nvml
             f.role = _role(p, f.target)
             if f.role != "wsl":
                 info.shadows.append(f)
+    if os.path.exists(join_root(root, "/usr/bin/nvidia-uninstall")):  # a Linux driver from NVIDIA's .run installer
+        info.found_via["nvidia-uninstall"] = "/usr/bin/nvidia-uninstall"
     picked, via = _search(root, "libcuda.so.1", ld_path, cache.lookup("libcuda.so.1"))
     if picked:
         info.found_via["libcuda.so.1"] = "%s (%s)" % (picked, via)

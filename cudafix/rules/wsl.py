@@ -173,7 +173,10 @@ def _shadow_fix(snap: Snapshot, shadows: List[WslFile]) -> Fix:
     cmds: List[str] = []
     if any(f.role == "linux-driver" and not f.on_ld_library_path for f in shadows):
         # NVIDIA's WSL guide: never install a Linux driver in WSL 2; the distro packages own the file.
-        cmds.append("sudo apt-get remove --purge 'libnvidia-compute-*' 'nvidia-driver-*'")
+        if "nvidia-uninstall" in snap.wsl.found_via:  # the .run installer's own uninstaller
+            cmds.append("sudo nvidia-uninstall")
+        else:  # Debian/Ubuntu: libcuda.so.1 is libnvidia-compute-<branch>'s; apt removes nvidia-driver-<branch> with it
+            cmds.append("sudo apt-get remove --purge 'libnvidia-compute-*'")
         cmds.append("sudo ldconfig")
     for f in shadows:
         if f.on_ld_library_path:
