@@ -27,6 +27,8 @@ mk torch-251 torch==2.5.1
 mk ray ray==2.60.0
 # The older nvJitLink wheels of the shadowing scenarios (tests/shadowing.py): fetched here, never by a test.
 "$root/torch-cpu/bin/python" "$(dirname "$0")/shadowing.py" --fetch
+# Real Windows wheels (PE reader, Windows DLL search): tests/fetch_win_wheels.sh
+sh "$(dirname "$0")/fetch_win_wheels.sh"
 
 # torchvision-cu: torchvision 0.29.1 from PyPI (its real CUDA _C_stable.so, ~15 MB) over torch-cu's
 # torch, which a .pth line puts on its path (no second 5.5 GB torch): tests/test_extensions.py.

@@ -56,7 +56,47 @@ TORCHVISION_NVJPEG_READ = load_base("snapshots/ext_torchvision_h200.json")
 for _m in TORCHVISION_NVJPEG_READ["extensions"]["modules"]:
     if _m["path"].endswith("/libnvjpeg.36e11081.so.13"):
         _m.update(cudart_version=13000, cudart="13")
+# WSL 2 states over the H200 recording (synthetic: the layouts of tests/fixtures/wsl/SOURCES.md as
+# cudafix.probes.wsl reads them from tests/wsltree.py's trees; no kernel module, /dev/dxg, the
+# Windows driver's libcuda; NVML still names the GPU, as it does on WSL).
+_WSL_LIB = "/usr/lib/wsl/lib/"
+
+
+def _wsl(files="symlink", unversioned=True, dxg=True, shadows=(), picked=_WSL_LIB + "libcuda.so.1", ld_path=None, extra=None):
+    """(base, overrides): the H200 recording with a WSL section and hardware section laid in, driver fields overridden."""
+    kinds = {"libcuda.so": files, "libcuda.so.1": files, "libcuda.so.1.1": "file"}
+    base = json.loads(json.dumps(load_base(H200)))
+    base["hardware"] = {"nvidia_pci": [], "dxg": dxg, "found_via": "/sys/bus/pci/devices" + ("; /dev/dxg present" if dxg else "")}
+    base["wsl"] = {
+        "probed": True, "detected": True, "dxg": dxg,
+        "evidence": ["/proc/sys/kernel/osrelease: 5.15.133.1-microsoft-standard-WSL2"] + (["/dev/dxg present"] if dxg else []),
+        "lib_dir": [{"path": _WSL_LIB + n, "kind": k, "role": "wsl"} for n, k in kinds.items()],
+        "driver_store": ["/usr/lib/wsl/drivers/nv_dispsi.inf_amd64_7cc7738d8e428783"],
+        "ld_conf": "/etc/ld.so.conf.d/ld.wsl.conf",
+        "unversioned": _WSL_LIB + "libcuda.so" if unversioned else None,
+        "unversioned_via": "ld.so.cache" if unversioned else "not on LD_LIBRARY_PATH, in ld.so.cache or the default dirs",
+        "shadows": list(shadows),
+        "found_via": {"libcuda.so.1": "%s (%s)" % (picked, "LD_LIBRARY_PATH entry " + ld_path if ld_path else "ld.so.cache")}}
+    over = {"driver.kernel_version": DELETE, "driver.libcuda_version": DELETE, "driver.nvml_version": DELETE,
+            "driver.wsl": True, "driver.libcuda_path": picked, "driver.found_via.wsl": _WSL_LIB + "libcuda.so.1"}
+    if ld_path:
+        over["env.LD_LIBRARY_PATH"] = ld_path
+        over["libraries.ld_library_path"] = [ld_path]
+    over.update(extra or {})
+    return base, over
+
+
+_LINUX_535 = {"path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "kind": "symlink", "role": "linux-driver",
+              "target": "/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", "on_ld_library_path": True, "version": "535.104.05"}
+_CUDNN8 = {"toolkits.nvidia_wheels": [{"name": "nvidia-cudnn-cu12", "version": "8.9.2.26", "origin": "pip"}]}
+
 BUILT = {  # name -> (base, overrides)
+    "h200 as WSL 2 (symlinked libcuda)": _wsl(),
+    "h200 as WSL 2, libcuda as mapped (regular files)": _wsl(files="file", unversioned=False),
+    "h200 as WSL 2 + cuDNN 8, libcuda as mapped": _wsl(files="file", unversioned=False, extra=_CUDNN8),
+    "h200 as WSL 2 + a Linux driver 535 first on LD_LIBRARY_PATH": _wsl(
+        shadows=[_LINUX_535], picked="/usr/lib/x86_64-linux-gnu/libcuda.so.1", ld_path="/usr/lib/x86_64-linux-gnu"),
+    "h200 as WSL, no /dev/dxg": _wsl(dxg=False),
     "h200 recorded": (H200, {}),
     "h200 + compat libcuda first": (H200, H200_COMPAT_FIRST),
     "h200 + CUDA_LAUNCH_BLOCKING=1": (H200, {"env.CUDA_LAUNCH_BLOCKING": "1"}),
@@ -114,6 +154,22 @@ def env_ops(f):
 
 # fixture -> {rule: (severity, [substrings the message+evidence must contain], auto?)}
 EXPECT = {
+    # native Windows, synthetic from the real torch 2.13.0 win_amd64 wheel (tests/wingen.py): c10.dll
+    # removed (objdump: shm.dll -> c10.dll, the first torch\\lib DLL in load order that needs it), PyPI's CPU wheel
+    "windows_torch2.13_cpu_no_c10.json": {
+        "windows-dll-missing": ("error", ["c10.dll", "shm.dll", "WinError 126"], False),
+        "cpu-only-torch": ("error", ["2.13.0+cpu", "PyPI serves only CPU builds"], False),
+        "windows-commit-charge": ("warning", ["2 GiB commit limit", "WinError 1455"], False)},
+    # WSL 2 (tests/test_wsl.py runs the same states as laid-out trees through the real ldconfig)
+    "h200 as WSL 2 (symlinked libcuda)": {},
+    "h200 as WSL 2, libcuda as mapped (regular files)": {
+        "wsl-libcuda-not-symlink": ("info", ["/usr/lib/wsl/lib/libcuda.so.1 is not a symbolic link"], False)},
+    "h200 as WSL 2 + cuDNN 8, libcuda as mapped": {
+        "wsl-libcuda-not-symlink": ("info", ["not a symbolic link"], False),
+        "wsl-libcuda-unversioned": ("error", ["nvidia-cudnn-cu12 8.9.2.26", "libcuda.so"], True)},
+    "h200 as WSL 2 + a Linux driver 535 first on LD_LIBRARY_PATH": {
+        "wsl-libcuda-shadowed": ("error", ["535.104.05", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"], True)},
+    "h200 as WSL, no /dev/dxg": {"wsl-driver": ("error", ["/dev/dxg"], False)},
     # issue 8: A100 / 4090 -> only the CUDA_HOME 12.1 vs torch 11.3 mismatch, fixed to cuda-11.3
     "yolov9 conda a100": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
     "yolov9 conda rtx4090": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},

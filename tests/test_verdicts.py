@@ -289,12 +289,12 @@ def test_build_findings_never_reach_the_hook_but_show_in_check():
 def test_every_rule_declares_needs_and_a_scope():
     from cudafix.model.findings import SCOPES
 
-    names = {"driver", "gpus", "hardware", "torch", "torchvision", "toolkits", "libraries", "jit_cache", "env", "python",
+    names = {"driver", "gpus", "hardware", "torch", "torchvision", "toolkits", "libraries", "jit_cache", "env", "python", "wsl", "windows",
              "node", "extensions"}
     for r in rules.REGISTRY:
         assert r.needs and set(r.needs) <= names, r.id
         assert r.scope in SCOPES
-    assert {r.id for r in rules.REGISTRY if r.scope == BUILD} == {"cuda-home-mismatch", "cuda-home-missing"}
+    assert {r.id for r in rules.REGISTRY if r.scope == BUILD} == {"cuda-home-mismatch", "cuda-home-missing", "wsl-libcuda-not-symlink"}
 
 
 def test_gpu_named_by_proc_without_compute_capability_is_judged_from_the_product_table():

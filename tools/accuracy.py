@@ -77,7 +77,7 @@ _MAPS_Q = ("import torch, re; m = sorted({l.split()[-1] for l in open('/proc/sel
 _WHEELS_Q = ("import importlib.metadata as m; print('CUDA-suffixed nvidia wheels:', sorted({d.metadata['Name'] for d in m.distributions() "
              "if (d.metadata['Name'] or '').startswith('nvidia-') and re.search(r'-cu1[0-9]$', d.metadata['Name'])}))")
 
-TRUTHS: Tuple[Truth, ...] = (
+TRUTHS: Tuple[Truth, ...] = (  # (the WSL / Windows rows' truths are appended below)
     Truth("hw", "grep -l 0x10de /sys/bus/pci/devices/*/vendor || echo '%s'; ls /sys/module/nvidia 2>&1 | head -1" % NO_HW,
           (NO_HW, "No such file or directory"), "no NVIDIA GPU on the PCI bus and no NVIDIA kernel module: nothing for a driver to drive"),
     Truth("env", "env | grep -E '^%s=' || echo 'none of the judged variables is set'" % _JUDGED,
@@ -162,6 +162,17 @@ TRUTHS: Tuple[Truth, ...] = (
           "recorded environment: CUDA_HOME is the image's CUDA 13.0 toolkit, torch's CUDA"),
 )
 
+TRUTHS += (
+    Truth("not-wsl", "cat /proc/sys/kernel/osrelease; uname -s; ls -d /dev/dxg /usr/lib/wsl/lib 2>&1",
+          ("^Linux$", "/dev/dxg': No such file or directory", "/usr/lib/wsl/lib': No such file or directory"),
+          "a Linux kernel (so not native Windows) that is not WSL's (no 'microsoft' in its release), no /dev/dxg, no /usr/lib/wsl/lib",
+          reject=("(?i)microsoft", "WSL")),
+    Truth("h200-not-wsl", "cat {H200}/uname.txt; cat {H200}/ld.so.conf.d.txt; head -1 {H200}/proc_driver_nvidia_version.txt",
+          ("^Linux vm 6\\.18", "^NVRM version: NVIDIA UNIX Open Kernel Module"),
+          "recorded: a Linux kernel that is not WSL's, a loaded NVIDIA kernel module, no /usr/lib/wsl/lib in ld.so.conf.d",
+          reject=("(?i)microsoft", "/usr/lib/wsl")),
+)
+
 BY_ID = {t.id: t for t in TRUTHS}
 
 # Which facts each rule is judged on: the ground truth of a row is the case's truth for them.
@@ -179,6 +190,9 @@ RULE_FACTS: Dict[str, Tuple[str, ...]] = {
     "launch-blocking": ("env",), "module-loading-eager": ("env",),
     "nccl-shadowed": ("libs",), "nccl-interface-missing": ("env",), "nccl-slow-path": ("env",), "nccl-debug-verbose": ("env",),
     "ext-arch-unsupported": ("ext",), "ext-ptx-jit": ("ext",), "ext-cuda-major": ("ext",), "ext-torch-symbols": ("ext", "ext-torch"),
+    # WSL / Windows rules answer "not WSL" / "not native Windows" on these Linux cases (docs/wsl.md, docs/windows.md)
+    "wsl-driver": ("os",), "wsl-libcuda-not-symlink": ("os",), "wsl-libcuda-unversioned": ("os",), "wsl-libcuda-shadowed": ("os",),
+    "windows-dll-missing": ("os",), "windows-commit-charge": ("os",),
 }
 
 _CU = (("hw", ("hw",)), ("torch", ("cu-torch",)), ("libs", ("cu-maps",)), ("wheels", ("cu-wheels",)), ("env", ("env",)),
@@ -234,6 +248,9 @@ CASES: Tuple[Case, ...] = (
                  ("wheels", ("h200-maps",)), ("env", ("h200-env",)), ("build", ("h200-build", "h200-torch")), ("arch", ("h200-elf",)),
                  ("ext", ("h200-noext",)), ("ext-torch", ("h200-noext",))), healthy=True),
 )
+CASES = tuple(dataclasses.replace(c, truths=c.truths + (("os", ("h200-not-wsl",) if c.id == "h200" else ("not-wsl",)),))
+              for c in CASES)
+
 
 def alloc_rows() -> str:
     """The allocator-key proof, summarised from docs/alloc-conf.md (generated from a real run of

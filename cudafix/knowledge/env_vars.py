@@ -139,6 +139,8 @@ TABLE: Tuple[EnvVar, ...] = (
     _v("XDG_CACHE_HOME", _HA, "where cudafix's caches live", XDG),
     _v("CUDAFIX_ASSUME_DRIVER", _HA, "what-if: the driver version assumed instead of the probed one", CUDAFIX_ASSUME),
     _v("CUDAFIX_ASSUME_GPU", _HA, "what-if: the GPUs assumed instead of the probed ones", CUDAFIX_ASSUME),
+    _v("CUDAFIX_ROOT", _HA, "tests: the filesystem root every probe reads /sys, /proc, /dev, /etc and /usr under (a laid-out WSL tree); / when unset",
+       "cudafix/store/paths.py"),
 )
 
 

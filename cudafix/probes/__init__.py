@@ -129,18 +129,27 @@ def alloc_conf_keys(env: Mapping[str, str]) -> List[str]:
 
 
 def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
-                  cache_dir: Optional[str] = None, *, root: str = "/", usr_local: str = "/usr/local",
+                  cache_dir: Optional[str] = None, *, root: Optional[str] = None, usr_local: Optional[str] = None,
                   use_nvml: bool = True, call_driver_api: bool = True, scan_arch: bool = True,
                   scan_extensions: bool = True) -> Snapshot:
     """Probe this machine and one Python environment (the current one, or ``python``).
 
-    ``root`` / ``usr_local`` move /sys, /proc and /usr/local for tests; ``use_nvml`` /
+    ``root`` / ``usr_local`` move /sys, /proc, /dev, /etc and /usr/local for tests (default:
+    store.paths.probe_root(env), "/" unless $CUDAFIX_ROOT names a laid-out tree); ``use_nvml`` /
     ``call_driver_api`` / ``scan_arch`` / ``scan_extensions`` switch off the heavier probes (the
     extension scan may run c++filt: never in a user's process).
     """
     from cudafix.probes import driver, environment, gpus, host, node, pci, toolkits, torch_build
 
+    from cudafix.store.paths import probe_root
+
     env = dict(os.environ if env is None else env)
+    if root is None:
+        root = probe_root(env)
+    if usr_local is None:
+        usr_local = os.path.join(root, "usr/local")
+    if root != "/":
+        use_nvml = False  # a laid-out tree has no live NVML (its libcuda is the tree's own file)
     snap = Snapshot(created=_now(), cudafix_version=__version__, source="probed")
 
     snap.host = _guard(snap, "host", host.probe_host) or {}
@@ -217,6 +226,27 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
     if scan_arch and scan_extensions and sys_path is not None:
         _guard(snap, "extensions", _extensions)
+
+    from cudafix.probes.wsl import probe_wsl
+
+    w = _guard(snap, "wsl", lambda: probe_wsl(env, root=root, use_nvml=use_nvml))
+    if w is not None:
+        snap.wsl = w
+
+    if (snap.python.platform or "").startswith("win"):  # native Windows: the DLL side of import torch
+        from cudafix.probes.windows import probe_windows
+
+        primary = snap.primary_torch
+        win = _guard(snap, "windows", lambda: probe_windows(primary.package_dir if primary else None, snap.python.version, env,
+                                                            cuda=primary.cuda if primary else None,
+                                                            exec_prefix=snap.python.prefix, site_dirs=sys_path or []))
+        if win is not None:
+            snap.windows = win
+            if win.driver_version and not snap.driver.libcuda_path:  # the Windows driver: nvcuda.dll, not libcuda
+                snap.driver.libcuda_path, snap.driver.libcuda_version = win.nvcuda, win.driver_version
+                snap.driver.found_via["libcuda_version"] = win.found_via.get("driver_version", "")
+                for k in ("libcuda_path", "libcuda_version"):
+                    snap.driver.unknown.pop(k, None)
 
     jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env))
     if jc is not None:

@@ -105,13 +105,14 @@ def read_kernel_version(root: str = "/") -> Tuple[Optional[str], Optional[str], 
 
 
 def detect_wsl(root: str = "/") -> Tuple[bool, Optional[str]]:
-    """(is_wsl, evidence): WSL's driver libcuda, or a /proc/version that mentions Microsoft."""
-    lib = join_root(root, WSL_LIBCUDA)
-    if os.path.exists(lib):
-        return True, WSL_LIBCUDA
-    text, _ = read_text(join_root(root, "/proc/version"), 4096)
-    if text and "microsoft" in text.lower():
-        return True, "/proc/version"
+    """(is_wsl, evidence): WSL's driver libcuda, /dev/dxg, or a kernel release that names Microsoft / WSL2."""
+    for p in (WSL_LIBCUDA, "/dev/dxg"):
+        if os.path.exists(join_root(root, p)):
+            return True, p
+    for p in ("/proc/sys/kernel/osrelease", "/proc/version"):
+        text, _ = read_text(join_root(root, p), 4096)
+        if text and ("microsoft" in text.lower() or "wsl2" in text.lower()):
+            return True, p
     return False, None
 
 
@@ -205,6 +206,8 @@ def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_
     wsl, evidence = detect_wsl(root)
     info.wsl = wsl
     info.found_via["wsl"] = evidence if wsl else "no %s and no 'microsoft' in /proc/version" % WSL_LIBCUDA
+    if wsl and not ver:  # not a problem: the Windows host's driver serves WSL 2 (docs/wsl.md)
+        info.unknown["kernel_version"] = "WSL 2: no Linux kernel module; the Windows host's driver serves the GPU through /dev/dxg"
 
     path, via, reason = locate_driver_lib(env, root)
     if path:
@@ -215,6 +218,8 @@ def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_
         if lver:
             info.libcuda_version = lver
             info.found_via["libcuda_version"] = "file name %s" % os.path.basename(real)
+        elif wsl:
+            info.unknown["libcuda_version"] = "WSL 2: %s is the Windows driver's (no version in its name; see the WSL section)" % os.path.basename(real)
         else:
             info.unknown["libcuda_version"] = "file name %s carries no driver version" % os.path.basename(real)
         note, why = read_fwd_note(real)

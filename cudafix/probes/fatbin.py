@@ -90,6 +90,10 @@ def _scan_cached(path: str, cache_dir: Optional[str]) -> ArchCoverage:
 
 
 def scan_fatbin_uncached(path: str) -> ArchCoverage:
+    from cudafix.probes import pe as pe_mod  # a Windows DLL / .pyd: its .nv_fatb section (cudafix.probes.pe)
+
+    if pe_mod.is_pe(path):
+        return _scan_pe(path, pe_mod)
     elf, reason = read_elf(path, with_dynamic=False)
     if elf is None:
         return ArchCoverage(library=path, unknown="%s: %s" % (path, reason))
@@ -112,6 +116,29 @@ def scan_fatbin_uncached(path: str) -> ArchCoverage:
         return ArchCoverage(library=path, unknown="%s: %s" % (path, exc))
     try:
         return _walk(fd, path, sec.offset, sec.size)
+    except FatbinError as exc:
+        return ArchCoverage(library=path, unknown="%s: %s" % (os.path.basename(path), exc))
+    finally:
+        os.close(fd)
+
+
+def _scan_pe(path: str, pe_mod) -> ArchCoverage:
+    pe, reason = pe_mod.read_pe(path)
+    if pe is None:
+        return ArchCoverage(library=path, unknown="%s: %s" % (path, reason))
+    sec = pe.fatbin
+    if sec is None:
+        return ArchCoverage(library=path, found_via="PE section table of %s" % path,
+                            unknown="no .nv_fatb section: %s carries no device code we can read" % os.path.basename(path))
+    size = min(sec.virtual_size, sec.raw_size) if sec.virtual_size else sec.raw_size  # raw is FileAlignment-padded
+    if sec.raw_offset + size > pe.file_size:
+        return ArchCoverage(library=path, unknown="truncated: %s extends past the end of the file" % sec.name)
+    try:
+        fd, _st = open_regular(path)
+    except ElfError as exc:
+        return ArchCoverage(library=path, unknown="%s: %s" % (path, exc))
+    try:
+        return _walk(fd, path, sec.raw_offset, size)
     except FatbinError as exc:
         return ArchCoverage(library=path, unknown="%s: %s" % (os.path.basename(path), exc))
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Dict, Iterable, List, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Sequence, Tuple, Optional
 
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING, Finding, Rule, RuleRun
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET, Fix

@@ -37,6 +37,11 @@ def _cuda_torch(snap: Snapshot):
     return t if (t is not None and t.cuda) else None
 
 
+def _windows(snap: Snapshot) -> bool:
+    """A native Windows snapshot: the driver is nvcuda.dll (cudafix.probes.windows), never a kernel module."""
+    return (snap.python.platform or "").startswith("win")
+
+
 def _assumed_gpus_only(snap: Snapshot) -> bool:
     keys = set(k.lower() for k in snap.assumed)
     return any("gpu" in k for k in keys) and not any("driver" in k for k in keys)
@@ -58,7 +63,7 @@ def check_no_driver(snap: Snapshot) -> Iterable[Outcome]:
         return [ok("no CUDA torch build and no NVIDIA GPU: no driver needed", subject="driver")]
     if "driver" in snap.assumed and d.kernel_version:
         return [ok("driver %s assumed (--assume-driver): a machine with that driver installed" % d.kernel_version, subject="driver")]
-    if (d.kernel_version or d.wsl) and d.libcuda_path:
+    if (d.kernel_version or d.wsl or _windows(snap)) and d.libcuda_path:
         return [ok("driver %s: kernel module and %s" % (d.kernel_version or d.libcuda_version or "?", d.libcuda_path), subject="driver")]
     if _assumed_gpus_only(snap) and not d.kernel_version and not d.libcuda_path:
         return [unknown("GPUs assumed without a driver: pass --assume-driver VERSION to judge the driver", subject="driver")]
@@ -96,7 +101,7 @@ def check_no_driver(snap: Snapshot) -> Iterable[Outcome]:
             fix=Fix(summary="install the user-space driver %s (in a container: run it with the NVIDIA runtime, e.g. docker run --gpus all)" % d.kernel_version),
             severity=severity, subject="driver",
         )]
-    if d.libcuda_path and not d.kernel_version and not d.wsl:
+    if d.libcuda_path and not d.kernel_version and not d.wsl and not _windows(snap):
         why = d.unknown.get("kernel_version") or "no /sys/module/nvidia/version or /proc/driver/nvidia/version"
         return [problem(
             "%s is present but no NVIDIA kernel module is loaded: CUDA cannot start" % d.libcuda_path,
@@ -127,8 +132,8 @@ def _is_compat_path(snap: Snapshot, path: Optional[str]) -> bool:
 
 def check_library_mismatch(snap: Snapshot) -> Iterable[Outcome]:
     d = snap.driver
-    if d.wsl:
-        return [ok("WSL: the driver's libraries come from the Windows host, no Linux kernel module to match", subject="driver")]
+    if d.wsl or _windows(snap):
+        return [ok("WSL / Windows: the driver's libraries are the Windows driver's, no Linux kernel module to match", subject="driver")]
     if not d.kernel_version:
         if d.libcuda_version or d.nvml_version:
             return [unknown("user-space driver %s found but the kernel module version is unknown" % (d.libcuda_version or d.nvml_version),

@@ -63,6 +63,9 @@ def check_cpu_only(snap: Snapshot) -> Iterable[Outcome]:
         "NVIDIA GPU(s) with driver %s: %s" % (driver_version(snap) or "(assumed)", ", ".join(gpu_label(g) for g in gpus)),
         "torch.cuda.is_available() returns False: every tensor stays on the CPU",
     ]
+    if (snap.python.platform or "").startswith("win") and not t.hip:
+        # https://pytorch.org/get-started/locally/: on Windows the CUDA builds come from the PyTorch index only
+        ev.append("on Windows PyPI serves only CPU builds of torch: the CUDA build comes from the PyTorch index (--index-url)")
     cmds, notes = recommend_commands(snap, gpus)
     summary = "install a CUDA build of torch that fits the driver, every GPU and Python %s" % (snap.python.version or "?")
     if not cmds and notes:

@@ -24,7 +24,25 @@ def user_cache_dir(env: Optional[Mapping[str, str]] = None) -> str:
     home = env.get("HOME")
     if home and os.path.isabs(home):
         return os.path.join(home, ".cache", "cudafix")
-    return os.path.join("/tmp", "cudafix-%d" % os.getuid())
+    local = env.get("LOCALAPPDATA")  # Windows: no HOME, no os.getuid
+    if local and os.path.isabs(local):
+        return os.path.join(local, "cudafix", "cache")
+    getuid = getattr(os, "getuid", None)
+    return os.path.join("/tmp", "cudafix-%d" % getuid()) if getuid else os.path.join(os.path.expanduser("~"), ".cudafix-cache")
+
+
+ROOT_VAR = "CUDAFIX_ROOT"
+
+
+def probe_root(env: Optional[Mapping[str, str]] = None) -> str:
+    """The filesystem root every probe reads /sys, /proc, /dev, /etc and /usr under: "/", or
+    $CUDAFIX_ROOT when it names an existing directory (tests lay a WSL or driver tree out in a
+    temp dir).  The one place probes take it from (cudafix.probes.take_snapshot passes it on)."""
+    env = os.environ if env is None else env
+    root = env.get(ROOT_VAR) or ""
+    if root and os.path.isabs(root) and os.path.isdir(root):
+        return os.path.normpath(root)
+    return "/"
 
 
 _M61 = (1 << 61) - 1
