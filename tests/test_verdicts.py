@@ -183,7 +183,7 @@ def test_fake_root_cpu_only_is_a_note_and_a_device_without_driver_an_error(tmp_p
     f = {x.rule: x for x in rules.findings(rules.run(snap))}
     assert f["no-driver"].severity == INFO and f["no-driver"].message == "CPU-only machine; this CUDA build of torch runs on the CPU"
     assert not [x for x in f.values() if x.severity in (ERROR, WARNING)]
-    assert hookplan.build_entry(list(f.values()), {}, []).warns == []
+    assert hookplan.build_entry(list(f.values()), {}, []).warns == ()
 
     gpu = tmp_path / "gpu"
     _pci(gpu, "0000:01:00.0", "0x10de", "0x030200", "0x2335")
