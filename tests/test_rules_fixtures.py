@@ -108,22 +108,22 @@ def env_ops(f):
 # fixture -> {rule: (severity, [substrings the message+evidence must contain], auto?)}
 EXPECT = {
     # issue 8: A100 / 4090 -> only the CUDA_HOME 12.1 vs torch 11.3 mismatch, fixed to cuda-11.3
-    "yolov9 conda a100": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
-    "yolov9 conda rtx4090": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
-    "yolov9 pip a100": {"cuda-home-mismatch": ("error", ["12.1", "11.3"], True)},
+    "yolov9 conda a100": {"cuda-home-mismatch": ("warning", ["12.1", "11.3"], True)},
+    "yolov9 conda rtx4090": {"cuda-home-mismatch": ("warning", ["12.1", "11.3"], True)},
+    "yolov9 pip a100": {"cuda-home-mismatch": ("warning", ["12.1", "11.3"], True)},
     # issue 8: H100/H200 + conda build -> every kernel JIT-compiled from compute_37 PTX
-    "yolov9 conda h100": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h100": {"cuda-home-mismatch": ("warning", ["11.3"], True),
                                "arch-ptx-jit": ("warning", ["compute_37", "sm_90"], True)},
-    "yolov9 conda h200": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h200": {"cuda-home-mismatch": ("warning", ["11.3"], True),
                                "arch-ptx-jit": ("warning", ["compute_37", "H200"], True)},
-    "yolov9 conda h100 + cache disabled": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h100 + cache disabled": {"cuda-home-mismatch": ("warning", ["11.3"], True),
                                               "arch-ptx-jit": ("warning", ["compute_37", "disabled"], False),
                                               "jit-cache-too-small": ("warning", ["CUDA_CACHE_DISABLE"], True)},
-    "yolov9 conda h100 + cache unwritable": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 conda h100 + cache unwritable": {"cuda-home-mismatch": ("warning", ["11.3"], True),
                                                 "arch-ptx-jit": ("warning", ["compute_37"], True),
                                                 "jit-cache-unwritable": ("warning", ["/.nv/ComputeCache"], False)},
     # issue 8: H200 + pip cu113 wheel (no PTX) -> no kernel image
-    "yolov9 pip h200": {"cuda-home-mismatch": ("error", ["11.3"], True),
+    "yolov9 pip h200": {"cuda-home-mismatch": ("warning", ["11.3"], True),
                              "arch-unsupported": ("error", ["sm_90", "no kernel image"], False)},
     "f1_ragflow_nvjitlink_shadowed.json": {"lib-shadowed": ("error", ["libnvJitLink.so.12", "/usr/local/cuda-12.1/lib64", "12.1.105", "12.4.127"], True)},
     "f5_ultralytics_cpu_torch.json": {"cpu-only-torch": ("error", ["2.1.0+cpu", "RTX 3060"], False)},
@@ -152,7 +152,7 @@ EXPECT = {
     # issue 12: a loaded driver that ignores the GPU on the PCI bus (open module on a Pascal Tesla P4)
     "truenas_p4_driver_ignores_gpu.json": {"driver-gpu-unsupported": ("error", ["580.178.04", "0x1bb3", "drives none"], False)},
     # issue 12: CUDA_HOME at a directory that does not exist (recorded here; a build-time finding)
-    "real_cuda_home_missing.json": {"cuda-home-missing": ("error", ["/usr/local/cuda-11.8", "does not exist", "building CUDA extensions"], False),
+    "real_cuda_home_missing.json": {"cuda-home-missing": ("warning", ["/usr/local/cuda-11.8", "does not exist", "building CUDA extensions"], False),
                                     "no-driver": ("info", ["CPU-only machine"], False)},
     "h200 + NCCL_SOCKET_IFNAME=ens on an eth0 node": {"nccl-interface-missing": ("error", ["'ens'", "eth0, lo"], False)},
     "h200 + NCCL_P2P_DISABLE=1": {"nccl-slow-path": ("warning", ["NCCL_P2P_DISABLE=1", "Debugging"], False)},

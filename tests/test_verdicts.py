@@ -247,11 +247,12 @@ def test_cuda_home_missing_dir_no_nvcc_and_ok(tmp_path):
     no_nvcc.mkdir()
     snap = _home_snap(tmp_path, CUDA_HOME=str(tmp_path / "gone"))
     f = [x for x in rules.findings(rules.run(snap)) if x.rule == "cuda-home-missing"]
-    assert [(x.severity, x.subject) for x in f] == [(ERROR, "CUDA_HOME")] and "does not exist" in f[0].message
+    # a build-time problem in an env that builds no extension: a warning (rules/toolkit.py severity_why)
+    assert [(x.severity, x.subject) for x in f] == [(WARNING, "CUDA_HOME")] and "does not exist" in f[0].message
     assert f[0].scope == BUILD
     snap = _home_snap(tmp_path, CUDA_PATH=str(no_nvcc))
     f = [x for x in rules.findings(rules.run(snap)) if x.rule == "cuda-home-missing"]
-    assert [(x.severity, x.subject) for x in f] == [(ERROR, "CUDA_PATH")] and "no bin/nvcc" in f[0].message
+    assert [(x.severity, x.subject) for x in f] == [(WARNING, "CUDA_PATH")] and "no bin/nvcc" in f[0].message
     # the /usr/local/cuda fallback (not set by the user) without nvcc: a warning
     (tmp_path / "usr" / "local" / "cuda").mkdir(parents=True)
     snap = _home_snap(tmp_path)
@@ -280,7 +281,7 @@ def test_build_findings_never_reach_the_hook_but_show_in_check():
         from cudafix.plans import activation
 
         summary = activation.plan_from_findings([msg], {}).summary
-        assert ("CUDA_HOME \u2192 /usr/local/cuda-11.3" in summary) if msg.auto else ("1 error" in summary), summary
+        assert ("set CUDA_HOME to /usr/local/cuda-11.3" in summary) if msg.auto else ("%s: %s" % (rid, msg.message) in summary), summary
     # a runtime finding still does
     found = rules.findings(rules.run(snap("h200/snapshot.json", {"env.CUDA_LAUNCH_BLOCKING": "1"})))
     assert "launch-blocking" in [w[0] for w in hookplan.build_entry(found, {}, []).warns]

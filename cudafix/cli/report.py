@@ -306,7 +306,7 @@ def check(strict: bool, as_json: bool, **opts: Any) -> None:
 
         emit(_json(report.status_document(snap, runs, plan=plan_or_error(snap, runs)[0])))
     else:
-        emit(report.render_check(runs, color=use_color(), snap=snap))
+        emit(report.render_check(runs, color=use_color(), snap=snap, strict=strict))
     sys.exit(code)
 
 

@@ -19,8 +19,9 @@ HEADER = """# cudafix rules
 Generated from the rule registry by `python -m cudafix.devtools.rules_doc`; do not edit by hand.
 Rule ids are a public contract (the JSON `rule` field, `cudafix explain RULE`, `--only` / `--skip`).
 
-- **severity**: the default severity of the rule's findings (a finding may state a different one,
-  e.g. `cuda-home-mismatch` is an error for a different CUDA major and a warning for a minor).
+- **severity**: the default severity of the rule's findings: what happens to the user.  A finding may
+  state a different one; the rule's **Severity** line says when (e.g. `cuda-home-mismatch` is an error
+  only where the env builds CUDA extensions).
 - **auto-fix**: yes when cudafix applies a safe correction itself (on `conda activate` and/or at
   `import torch`); otherwise the finding carries advice: an exact command to run.
 """
@@ -47,6 +48,9 @@ def render(registry: Optional[Sequence] = None) -> str:
         lines.append("")
         lines.append("**Cause.** %s" % r.cause)
         lines.append("")
+        if getattr(r, "severity_why", ""):
+            lines.append("**Severity.** %s" % r.severity_why)
+            lines.append("")
         if r.symptoms:
             lines.append("**How it shows up:**")
             lines.append("")

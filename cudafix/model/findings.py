@@ -105,6 +105,9 @@ class Rule:
     # env, python.
     needs: Tuple[str, ...] = ()
     scope: str = RUNTIME  # RUNTIME | BUILD | DISTRIBUTED (see SCOPES)
+    # When a finding's severity differs from ``severity``, and why (what happens to the user in
+    # each case); docs/rules.md prints it under the rule.
+    severity_why: str = ""
 
 
 @dataclasses.dataclass

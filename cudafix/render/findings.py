@@ -99,6 +99,9 @@ def findings_section(out: Out, runs: Sequence[RuleRun]) -> None:
         out.add(head + ": " + u["message"])
     if not fs and not runs:
         out.add("  no rules were run")
+    elif not fs and unknowns(runs):
+        # not "no problems found": what could not be decided is listed just above
+        out.add("  no problem found among the rules that could decide")
     elif not fs:
         out.add("  " + out.style("no problems found", "ok"))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
 
-from cudafix.model.findings import WARNING, RuleRun
+from cudafix.model.findings import ERROR, WARNING, RuleRun
 from cudafix.model.snapshot import Snapshot
 from cudafix.render.findings import (  # noqa: F401 (the report's public names, one import for callers)
     counts, findings_section, fix_lines, render_explain, render_rule_list, sorted_findings, summary_line, unknowns,
@@ -50,8 +50,10 @@ def plan_section(out: Out, plan, error: Optional[str]) -> None:
     out.lines.extend(plan_lines(plan) if plan is not None else ["  unknown \u2014 no plan: %s" % error])
 
 
-def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None) -> str:
-    """Only the findings (and what could not be decided): the `cudafix check` output."""
+def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None,
+                 strict: bool = False) -> str:
+    """Only the findings (and what could not be decided): the `cudafix check` output.  With
+    ``strict``, a run that fails only by --strict ends naming each warning and unknown that failed it."""
     out = Out(color)
     if snap is not None and snap.assumed:
         parts = ["%s=%s" % (k, assumed_value(v)) for k, v in sorted(snap.assumed.items())]
@@ -60,7 +62,21 @@ def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Sn
         if line:
             out.add(out.style(line, WARNING))
     findings_section(out, runs)
+    if strict:
+        failed = strict_failures(runs)
+        if failed and not counts(sorted_findings(runs))[ERROR]:
+            out.section(out.style("--strict: exit 1 because of %d warning/unknown verdict%s:" % (
+                len(failed), "" if len(failed) == 1 else "s"), WARNING))
+            out.lines.extend("  " + ln for ln in failed)
     return out.text()
+
+
+def strict_failures(runs: Sequence[RuleRun]) -> list:
+    """One line per warning finding and per unknown verdict: what `check --strict` fails on."""
+    lines = ["warning %s%s" % (f.rule, " [%s]" % f.subject if f.subject else "")
+             for f in sorted_findings(runs) if f.severity == WARNING]
+    lines += ["unknown %s%s" % (u["rule"], " [%s]" % u["subject"] if u["subject"] else "") for u in unknowns(runs)]
+    return lines
 
 
 def status_document(snap: Snapshot, runs: Sequence[RuleRun], plan=None) -> Dict[str, Any]:
