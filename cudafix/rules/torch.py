@@ -3,6 +3,7 @@ PYTORCH_CUDA_ALLOC_CONF (the reports and documents each rule rests on: its ``sou
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -11,6 +12,7 @@ from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, UNSET, EnvOp, EnvPatch, Fix
 from cudafix.knowledge import alloc_conf, alloc_syntax, cuda_packages
 from cudafix.knowledge import torch_builds as tb
+from cudafix.rules import _extload
 from cudafix.rules._util import (
     base_version,
     driver_version,
@@ -165,7 +167,14 @@ def check_torchvision(snap: Snapshot) -> Iterable[Outcome]:
     if msgs:
         target = want_tv or have
         fix = _tv_fix(snap, t, target, reinstall=(not version_bad) and vtuple(have)[:3] == vtuple(target)[:3])
-        return [problem("; ".join(msgs), ev, fix=fix, subject="torchvision")] + notes
+        # the same cause as its modules' load failures (ext-torch-symbols defers to this finding):
+        # every file it touches, and the first error the loader really reports
+        broken = _extload.failing(snap, "torchvision")
+        ev.extend(_extload.file_evidence(m) for m in broken)
+        msg = "; ".join(msgs)
+        if broken:
+            msg += ": loading %s fails with '%s'" % (os.path.basename(broken[0].path), _extload.load_error(broken[0]))
+        return [problem(msg, ev, fix=fix, subject="torchvision")] + notes
     if notes:
         return notes
     return [ok("%s pairs with %s (version and CUDA variant)" % (tv_label, torch_label(t)), subject="torchvision")]
