@@ -95,6 +95,8 @@ def test_one_finding_quoting_the_first_failure_the_loader_really_reports(torch_v
     assert len(quoted) == 2, f["message"]
     name, text = quoted[0].rsplit("loading ", 1)[1], quoted[1][:-1]
     assert [e for p, e in errors.items() if os.path.basename(p) == name] == [text], (name, text, errors)
+    # and the one plan still answers it (the finding's files belong to the torchvision it replaces)
+    assert not doc["plan"]["blockers"] and any("torchvision" in c for c in map(str, doc["plan"]["changes"])), doc["plan"]
 
 
 def test_the_loader_simulation_agrees_with_ctypes_on_each_file(tv_over_cpu, tmp_path):

@@ -62,6 +62,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
     """Print the one plan that fixes this env's findings; --apply runs it and re-checks."""
     from cudafix.plans.planner import make_plan
     from cudafix.render.plan import plan_lines
+    from cudafix.render.text import fit_lines
 
     snap, origin, runs = analyse(dict(opts, only=(), skip=()))
     plan = make_plan(snap, runs)
@@ -71,7 +72,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         head = "cudafix fix: %s (%s)" % (snap.python.executable or "?", origin)
         if snap.assumed:
             head += " — what-if: " + ", ".join(sorted(snap.assumed))
-        emit("\n".join([head] + plan_lines(plan)) + "\n")
+        emit("\n".join(fit_lines([head] + plan_lines(plan))) + "\n")
     if not apply_:
         sys.exit(EXIT_OK)
     if plan.nothing_to_do:  # before any refusal: nothing to run is done, whatever the snapshot

@@ -286,7 +286,8 @@ def status(as_json: bool, verbose: bool, **opts: Any) -> None:
     if as_json:
         emit(_json(report.status_document(snap, runs, plan=plan)))
     else:
-        emit(report.render_status(snap, runs, origin=origin, color=use_color(), verbose=verbose, plan=plan, plan_error=plan_error))
+        emit(report.render_status(snap, runs, origin=origin, color=use_color(), verbose=verbose, plan=plan, plan_error=plan_error,
+                                  width=report.WIDTH))
 
 
 @click.command("check")
@@ -306,7 +307,7 @@ def check(strict: bool, as_json: bool, **opts: Any) -> None:
 
         emit(_json(report.status_document(snap, runs, plan=plan_or_error(snap, runs)[0])))
     else:
-        emit(report.render_check(runs, color=use_color(), snap=snap, strict=strict))
+        emit(report.render_check(runs, color=use_color(), snap=snap, strict=strict, width=report.WIDTH))
     sys.exit(code)
 
 

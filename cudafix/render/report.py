@@ -18,7 +18,7 @@ from cudafix.render.machine import (
     assumed_value, driver_section, environment_section, gpus_section, header_section, libraries_section, no_torch_line,
     toolkits_section, torch_section,
 )
-from cudafix.render.text import DASH, Out  # noqa: F401
+from cudafix.render.text import DASH, WIDTH, Out, fit_text  # noqa: F401
 from cudafix.render import extensions as _extensions
 from cudafix.render.plan import plan_lines
 
@@ -26,8 +26,9 @@ STATUS_SCHEMA = "cudafix.status/1"
 
 
 def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed", color: bool = False,
-                  verbose: bool = False, plan=None, plan_error: Optional[str] = None) -> str:
-    """The whole stack on one screen: Driver, GPUs, PyTorch, Toolkits, Libraries, Environment, Findings."""
+                  verbose: bool = False, plan=None, plan_error: Optional[str] = None, width: Optional[int] = None) -> str:
+    """The whole stack on one screen: Driver, GPUs, PyTorch, Toolkits, Libraries, Environment, Findings.
+    ``width``: wrap to that many columns (the CLI: 80; render.text.fit_lines); None: one line per fact."""
     out = Out(color)
     header_section(out, snap, origin)
     driver_section(out, snap)
@@ -40,7 +41,7 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
     findings_section(out, runs)
     if plan is not None or plan_error:
         plan_section(out, plan, plan_error)
-    return out.text()
+    return fit_text(out.text(), width) if width else out.text()
 
 
 def plan_section(out: Out, plan, error: Optional[str]) -> None:
@@ -51,7 +52,7 @@ def plan_section(out: Out, plan, error: Optional[str]) -> None:
 
 
 def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None,
-                 strict: bool = False) -> str:
+                 strict: bool = False, width: Optional[int] = None) -> str:
     """Only the findings (and what could not be decided): the `cudafix check` output.  With
     ``strict``, a run that fails only by --strict ends naming each warning and unknown that failed it."""
     out = Out(color)
@@ -68,7 +69,7 @@ def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Sn
             out.section(out.style("--strict: exit 1 because of %d warning/unknown verdict%s:" % (
                 len(failed), "" if len(failed) == 1 else "s"), WARNING))
             out.lines.extend("  " + ln for ln in failed)
-    return out.text()
+    return fit_text(out.text(), width) if width else out.text()
 
 
 def strict_failures(runs: Sequence[RuleRun]) -> list:
