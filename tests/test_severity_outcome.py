@@ -196,3 +196,15 @@ def test_run_status_json_is_one_document():
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)  # the whole stdout: one document, nothing before or after
     assert doc["schema"] == "cudafix.status/1"
+
+
+@pytest.mark.parametrize("args", [["status", "--json"], ["check", "--json"], ["check", "--strict", "--json"],
+                                  ["fix", "--json"], ["fix", "--json", "--apply", "--yes"]])
+def test_every_json_output_is_exactly_one_document(args, tmp_path):
+    """`--json` prints exactly one JSON document on stdout, whatever else happens (prose: stderr)."""
+    from tests.conftest import FIXTURES, run_dev_cudafix
+
+    for snap in (FIXTURES / "yolov9" / "yolov9-h100-conda-nocudahome.json", REPO / "cudafix" / "data" / "examples" / "h200-torch2.11-cu130.json"):
+        r = run_dev_cudafix(*args, "--from", str(snap), env=_env(tmp_path))
+        assert r.returncode in (0, 1, 3, 4), (args, r.returncode, r.stderr[-1000:])
+        json.loads(r.stdout)  # the whole stdout

@@ -76,7 +76,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
     if not apply_:
         sys.exit(EXIT_OK)
     if plan.nothing_to_do:  # before any refusal: nothing to run is done, whatever the snapshot
-        emit("nothing to run\n")
+        emit("nothing to run\n", err=as_json)  # --json: stdout holds the one JSON document
         sys.exit(EXIT_OK)
     why = _refusal(plan, snap, opts)
     if why:
@@ -84,19 +84,20 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         sys.exit(EXIT_REFUSED)
     steps = plan.runnable
     if not steps:
-        emit("nothing to run%s\n" % ("" if plan.nothing_to_do else ": the plan has only shell lines or advice (above)"))
+        emit("nothing to run%s\n" % ("" if plan.nothing_to_do else ": the plan has only shell lines or advice (above)"), err=as_json)
         sys.exit(EXIT_OK)
     if not yes and not click.confirm("Run %d command%s in %s?" % (len(steps), "" if len(steps) == 1 else "s", snap.python.prefix or "the env"),
-                                     default=False):
+                                     default=False, err=as_json):
         click.echo("cudafix: fix: nothing changed", err=True)
         sys.exit(EXIT_FAILED)
     before = _serious(runs)
     failed = None
     for i, step in enumerate(steps, 1):
-        emit("[%d/%d] $ %s\n" % (i, len(steps), step.text))
+        emit("[%d/%d] $ %s\n" % (i, len(steps), step.text), err=as_json)
         sys.stdout.flush()
         try:
-            rc = subprocess.call(_argv(step))  # the installer's own progress streams through
+            # the installer's own progress streams through (to stderr under --json)
+            rc = subprocess.call(_argv(step), stdout=sys.stderr.fileno() if as_json else None)
         except OSError as exc:
             rc, failed = 127, "%s: %s" % (step.text, exc)
         if rc != 0:
@@ -118,7 +119,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         lines.append("  now:    torch %s%s" % (t.version or t.dist.version, (", torchvision %s" % (tv.version or tv.dist.version)) if tv else ""))
     if failed:
         lines.append("cudafix: fix: %s; pip/conda roll back the install that failed, later steps did not run" % failed)
-    emit("\n".join(lines) + "\n")
+    emit("\n".join(lines) + "\n", err=as_json)
     from cudafix.plans.planner import TORCH_RULES
 
     still = [f for r in after_runs if r.rule.id in TORCH_RULES for f in r.findings() if f.severity in (ERROR, WARNING)]
