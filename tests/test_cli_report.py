@@ -314,7 +314,7 @@ def test_explain_every_registered_rule():
     assert listing.exit_code == 0
     from cudafix.fleet.checks import FLEET_RULES
 
-    listed = [ln.split()[0] for ln in listing.stdout.splitlines()]
+    listed = [ln.split()[0] for ln in listing.stdout.splitlines() if not ln.startswith(" ")]  # wrapped: indented
     assert listed == [r.id for r in rules.REGISTRY] + [r.id for r in FLEET_RULES]
     for rule in tuple(rules.REGISTRY) + FLEET_RULES:
         res = runner.invoke(cli.main, ["explain", rule.id])

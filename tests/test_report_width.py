@@ -68,6 +68,8 @@ def test_explain_fits_80_columns_for_every_rule():
     from cudafix.fleet.checks import FLEET_RULES
 
     runner = CliRunner()
+    listing = runner.invoke(cli.main, ["explain", "--list"])
+    assert listing.exit_code == 0 and overflows(listing.stdout) == []
     for rule in tuple(rules.REGISTRY) + FLEET_RULES:
         res = runner.invoke(cli.main, ["explain", rule.id])
         assert res.exit_code == 0, res.output

@@ -115,6 +115,7 @@ def render_rule_list(rules: Sequence[Rule], color: bool = False) -> str:
     for r in rules:
         auto = "  " + out.style("[auto-fix]", "ok") if r.auto else ""
         out.add("%-*s  %-7s  %s%s" % (width, r.id, r.severity, r.title, auto))
+    out.lines = fit_lines(out.lines, hang=width + 11 if width + 11 <= 50 else 4)  # under the title; an id starts each entry
     return out.text()
 
 

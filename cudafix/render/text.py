@@ -160,16 +160,17 @@ def _hang(line: str) -> int:
     return hang if hang <= WIDTH // 2 else lead + 4
 
 
-def fit_lines(lines: Iterable[str], width: int = WIDTH) -> List[str]:
+def fit_lines(lines: Iterable[str], width: int = WIDTH, hang: Optional[int] = None) -> List[str]:
     """Each line longer than ``width`` (colour codes not counted) wrapped at spaces with a hanging
     indent.  A word longer than the room left (a path, a URL) stays whole and runs over; a shell
-    command line (``$ ...``) is kept whole, so that it pastes as one command."""
+    command line (``$ ...``) is kept whole, so that it pastes as one command.  ``hang``: the
+    continuation column (default: under the text the line's label, bullet or tag introduces)."""
     out: List[str] = []
     for line in lines:
         if visible_len(line) <= width or line.lstrip().startswith("$ "):
             out.append(line)
             continue
-        hang = _hang(line)
+        at = _hang(line) if hang is None else hang
         lead = len(line) - len(line.lstrip(" "))
         cur, cur_len, has_word = line[:lead], lead, False
         for tok in re.split(r"( +)", line[lead:]):
@@ -180,9 +181,9 @@ def fit_lines(lines: Iterable[str], width: int = WIDTH) -> List[str]:
                 if has_word:
                     cur, cur_len = cur + tok, cur_len + n
                 continue
-            if has_word and cur_len + n > width and visible_len(cur.rstrip(" ")) > hang:  # never a line of only a bullet
+            if has_word and cur_len + n > width and visible_len(cur.rstrip(" ")) > at:  # never a line of only a bullet
                 out.append(cur.rstrip(" "))
-                cur, cur_len = " " * hang, hang
+                cur, cur_len = " " * at, at
             cur, cur_len, has_word = cur + tok, cur_len + n, True
         out.append(cur.rstrip(" "))
     return out
