@@ -285,7 +285,7 @@ def test_conda_round_trip_with_hostile_parent_env(shell, prefix, tmp_path):
     assert during[b"CUDA_HOME"] == b"/opt/cuda" and b"CUDA_CACHE_DISABLE" not in during
     assert _strip(after) == _strip(expected_after(before))
     assert after[b"CUDA_HOME"] == HOSTILE.encode()  # the real backup, restored
-    assert p.stderr.decode().splitlines() == ["cudafix: CUDA_HOME \u2192 /opt/cuda; CUDA_CACHE_DISABLE unset \u2014 cudafix status"]
+    assert p.stderr.decode().splitlines() == ["cudafix: set CUDA_HOME to /opt/cuda (cuda-home-mismatch: m); unset CUDA_CACHE_DISABLE (jit-cache-disabled: m) \u2014 cudafix status"]
 
 
 # -- random parent environments (hypothesis) ---------------------------------------------------

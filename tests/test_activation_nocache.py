@@ -58,7 +58,7 @@ def test_fix_applied_without_a_cache(shell, how, prefix, tmp_path):
     assert envs["during2"] == envs["during"]
     assert envs["after"] == envs["before"]
     lines = p.stderr.decode().splitlines()
-    assert lines == ["cudafix: CUDA_HOME \u2192 /opt/cuda '!0 (matches torch) \u2014 cudafix status"] * 2, lines
+    assert lines == ["cudafix: set CUDA_HOME to /opt/cuda '!0 (matches torch) \u2014 cudafix status"] * 2, lines
     assert cr.cold_calls(prefix) == calls + 2  # no cache: both activations took the cold path
     assert list(tmpdir.iterdir()) == []  # tcsh removed the private file and its directory
     assert not any(home.rglob("*.cudafix"))

@@ -40,7 +40,7 @@ def test_status_json_on_this_machine(py38):
 
 def test_findings_under_38_equal_those_under_this_python(py38):
     snap = str(FIXTURES / "yolov9" / "yolov9-h100-conda-nocudahome.json")
-    got = [run_cudafix(p, "check", "--json", "--from", snap) for p in (py38, pathlib.Path(sys.executable))]
+    got = [run_cudafix(p, "check", "--strict", "--json", "--from", snap) for p in (py38, pathlib.Path(sys.executable))]
     assert [g.returncode for g in got] == [1, 1], [g.stderr for g in got]
     a, b = (json.loads(g.stdout)["findings"] for g in got)
     assert a == b and {f["rule"] for f in a} >= {"arch-ptx-jit", "cuda-home-mismatch"}

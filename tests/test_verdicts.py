@@ -104,7 +104,8 @@ def test_what_if_in_a_venv_without_torch_says_no_torch_and_flags_the_driver():
     assert p.returncode == 1, p.stdout + p.stderr
     lines = p.stdout.splitlines()
     assert sum("no torch installed for %s" % py38 in ln for ln in lines) == 1
-    assert "error   driver-gpu-unsupported [GPU]: driver 470.57.02 (R470) is too old for GPU0 NVIDIA H100 (sm_90)" in p.stdout
+    # the report wraps at 80 columns: compare words
+    assert "error driver-gpu-unsupported [GPU]: driver 470.57.02 (R470) is too old for GPU0 NVIDIA H100 (sm_90)" in " ".join(p.stdout.split())
     assert "R520" in p.stdout
 
 
@@ -209,7 +210,7 @@ def test_this_machine_has_no_nvidia_device_and_check_strict_passes(torch_cu_pyth
         pytest.skip("this machine has an NVIDIA device")
     p = run_dev_cudafix("check", "--strict", "--python", str(torch_cu_python))
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "info    no-driver [driver]: CPU-only machine; this CUDA build of torch runs on the CPU" in p.stdout
+    assert "info no-driver [driver]: CPU-only machine; this CUDA build of torch runs on the CPU" in " ".join(p.stdout.split())
     p = run_dev_cudafix("status", "--python", str(torch_cu_python))
     assert "CPU-only machine" in p.stdout and "0 errors, 0 warnings, 1 note, 0 unknown" in p.stdout
 
@@ -247,11 +248,12 @@ def test_cuda_home_missing_dir_no_nvcc_and_ok(tmp_path):
     no_nvcc.mkdir()
     snap = _home_snap(tmp_path, CUDA_HOME=str(tmp_path / "gone"))
     f = [x for x in rules.findings(rules.run(snap)) if x.rule == "cuda-home-missing"]
-    assert [(x.severity, x.subject) for x in f] == [(ERROR, "CUDA_HOME")] and "does not exist" in f[0].message
+    # a build-time problem in an env that builds no extension: a warning (rules/toolkit.py severity_why)
+    assert [(x.severity, x.subject) for x in f] == [(WARNING, "CUDA_HOME")] and "does not exist" in f[0].message
     assert f[0].scope == BUILD
     snap = _home_snap(tmp_path, CUDA_PATH=str(no_nvcc))
     f = [x for x in rules.findings(rules.run(snap)) if x.rule == "cuda-home-missing"]
-    assert [(x.severity, x.subject) for x in f] == [(ERROR, "CUDA_PATH")] and "no bin/nvcc" in f[0].message
+    assert [(x.severity, x.subject) for x in f] == [(WARNING, "CUDA_PATH")] and "no bin/nvcc" in f[0].message
     # the /usr/local/cuda fallback (not set by the user) without nvcc: a warning
     (tmp_path / "usr" / "local" / "cuda").mkdir(parents=True)
     snap = _home_snap(tmp_path)
@@ -280,7 +282,7 @@ def test_build_findings_never_reach_the_hook_but_show_in_check():
         from cudafix.activation import plan as activation
 
         summary = activation.plan_from_findings([msg], {}).summary
-        assert ("CUDA_HOME \u2192 /usr/local/cuda-11.3" in summary) if msg.auto else ("1 error" in summary), summary
+        assert ("set CUDA_HOME to /usr/local/cuda-11.3" in summary) if msg.auto else ("%s: %s" % (rid, msg.message) in summary), summary
     # a runtime finding still does
     found = rules.findings(rules.run(snap("h200/snapshot.json", {"env.CUDA_LAUNCH_BLOCKING": "1"})))
     assert "launch-blocking" in [w[0] for w in hookplan.build_entry(found, {}, []).warns]

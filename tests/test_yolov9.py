@@ -173,7 +173,9 @@ def test_fixture_is_self_consistent(variant):
 def test_cuda_home_mismatch_fixed_to_11_3(variant):
     _snap, _runs, found = findings_of(*variant)
     (f,) = by_rule(found, "cuda-home-mismatch")
-    assert f.severity == "error"  # major mismatch 12 vs 11: extension builds fail
+    # major mismatch 12 vs 11: extension builds fail, but these snapshots show no extension built
+    # in the env (no extension scan): a warning (rules/toolkit.py severity_why)
+    assert f.severity == "warning"
     assert "12.1" in f.message and "11.3" in f.message
     assert f.fix.auto and env_ops(f) == [("set", "CUDA_HOME", "/usr/local/cuda-11.3")]
 
@@ -271,12 +273,14 @@ def test_activation_applies_and_restores(variant):
     values, line = _activate(variant, deactivate_too=True)
     assert values["CUDA_HOME"] == "/usr/local/cuda-11.3"
     assert values["LD_LIBRARY_PATH"] == "/usr/local/cuda-12.1/lib64"  # not shadowing: left alone
-    assert line.startswith("cudafix: CUDA_HOME \u2192 /usr/local/cuda-11.3") and line.endswith("\u2014 cudafix status")
+    assert line.startswith("cudafix: set ") and line.endswith("\u2014 cudafix status")
+    assert "set CUDA_HOME to /usr/local/cuda-11.3 (" in line
     ptx = variant[0] in ("h100", "h200") and variant[1] == "conda"
     assert values["CUDA_CACHE_MAXSIZE"] == (CACHE_MAX if ptx else "<unset>")
-    assert ("CUDA_CACHE_MAXSIZE \u2192 " + CACHE_MAX in line) == ptx
+    assert ("set CUDA_CACHE_MAXSIZE to " + CACHE_MAX in line) == ptx
     if variant[0] in ("h100", "h200") and variant[1] == "pip":
-        assert "1 error" in line  # arch-unsupported has no safe fix: the user must reinstall
+        # arch-unsupported has no safe fix: the user must reinstall; the line names it
+        assert "; arch-unsupported: GPU0 " in line and "no kernel image is available" in line
     before_home = "/usr/local/cuda" if variant[2] == "cudahome" else "<unset>"
     assert values["after:CUDA_HOME"] == before_home
     assert values["after:CUDA_CACHE_MAXSIZE"] == "<unset>"

@@ -19,8 +19,9 @@ HEADER = """# cudafix rules
 Generated from the rule registry by `python -m tools.rules_doc`; do not edit by hand.
 Rule ids are a public contract (the JSON `rule` field, `cudafix explain RULE`, `--only` / `--skip`).
 
-- **severity**: the default severity of the rule's findings (a finding may state a different one,
-  e.g. `cuda-home-mismatch` is an error for a different CUDA major and a warning for a minor).
+- **severity**: the default severity of the rule's findings: what happens to the user.  A finding may
+  state a different one; the rule's **Severity** line says when (e.g. `cuda-home-mismatch` is an error
+  only where the env builds CUDA extensions).
 - **auto-fix**: yes when cudafix applies a safe correction itself (on `conda activate` and/or at
   `import torch`); otherwise the finding carries advice: an exact command to run.
 """
@@ -55,7 +56,7 @@ def render(registry: Optional[Sequence] = None) -> str:
             lines.append("")
         lines.append("**Evidence used.** %s" % r.evidence_used)
         lines.append("")
-        if getattr(r, "severity_basis", ""):
+        if r.severity_basis:
             lines.append("**Why this severity.** %s" % r.severity_basis)
             lines.append("")
         scope = getattr(r, "scope", "runtime")

@@ -156,19 +156,22 @@ def _reason(summary: str) -> str:
 
 
 def _describe(op, before: Mapping[str, str]) -> str:
+    """One change in words, as the activation line says it (never a diff notation)."""
     if op.op == "set":
-        return "%s \u2192 %s" % (op.name, op.value or "''")
+        return "set %s to %s" % (op.name, op.value or "''")
     if op.op == "unset":
-        return "%s unset" % op.name
+        return "unset %s" % op.name
     if op.op == "prepend-path":
-        return "%s +%s" % (op.name, op.value)
+        return "put %s first in %s" % (op.value, op.name)
     if op.op == "remove-path":
-        return "%s \u2212%s" % (op.name, op.value)
-    return op.name
+        return "removed %s from %s" % (op.value, op.name)
+    return "changed %s" % op.name
 
 
-def _plural(n: int, word: str) -> str:
-    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+def _problem(f) -> str:
+    """One open finding, named: its rule, subject and message."""
+    return "%s%s: %s" % (f.rule, " [%s]" % f.subject if f.subject and f.subject not in f.message else "", f.message)
+
 
 
 def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
@@ -183,6 +186,7 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
     order: List[str] = []
     parts: List[str] = []
     applied = set()
+    named = set()  # findings whose message a change already quotes
     for i, f in enumerate(findings):
         if not _is_safe_for_activation(f):
             continue
@@ -201,16 +205,17 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
                 order.append(op.name)
         desc = ", ".join(_describe(op, before) for op in changed)
         reason = _reason(f.fix.summary)
-        parts.append(desc + (" " + reason if reason else ""))
+        if not reason:
+            reason = "(%s)" % _problem(f)
+            named.add(i)
+        parts.append(desc + " " + reason)
     changes = tuple((n, cur.get(n)) for n in order if (n in cur) != (n in env) or cur.get(n) != env.get(n))
-    counts = {s: 0 for s in SUMMARY_SEVERITIES}
-    for i, f in enumerate(findings):
-        if i not in applied and f.severity in counts:
-            counts[f.severity] += 1
-    tail = [_plural(counts[s], s) for s in SUMMARY_SEVERITIES if counts[s]]
+    # every error/warning still open, named (errors first), not a bare count
+    tail = ["%s%s still open" % (f.rule, " [%s]" % f.subject if f.subject else "") if i in named else _problem(f)
+            for sev in SUMMARY_SEVERITIES for i, f in enumerate(findings) if i not in applied and f.severity == sev]
     summary = None
     if changes or tail:
-        head = "; ".join([p for p in parts if changes] + ([", ".join(tail)] if tail else []))
+        head = "; ".join([p for p in parts if changes] + tail)
         summary = one_line("cudafix: %s \u2014 cudafix status" % head)
     return Plan(changes=changes, summary=summary)
 

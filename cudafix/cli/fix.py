@@ -63,6 +63,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
     """Print the one plan that fixes this env's findings; --apply runs it and re-checks."""
     from cudafix.plans.planner import make_plan
     from cudafix.render.plan import plan_lines
+    from cudafix.render.text import fit_lines
 
     snap, origin, runs = analyse(dict(opts, only=(), skip=()))
     plan = make_plan(snap, runs)
@@ -72,11 +73,11 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         head = "cudafix fix: %s (%s)" % (snap.python.executable or "?", origin)
         if snap.assumed:
             head += " — what-if: " + ", ".join(sorted(snap.assumed))
-        emit("\n".join([head] + plan_lines(plan)) + "\n")
+        emit("\n".join(fit_lines([head] + plan_lines(plan))) + "\n")
     if not apply_:
         sys.exit(EXIT_OK)
     if plan.nothing_to_do:  # before any refusal: nothing to run is done, whatever the snapshot
-        emit("nothing to run\n")
+        emit("nothing to run\n", err=as_json)  # --json: stdout holds the one JSON document
         sys.exit(EXIT_OK)
     why = _refusal(plan, snap, opts)
     if why:
@@ -84,21 +85,21 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         sys.exit(EXIT_REFUSED)
     steps = plan.runnable
     if not steps:
-        emit("nothing to run%s\n" % ("" if plan.nothing_to_do else ": the plan has only shell lines or advice (above)"))
+        emit("nothing to run%s\n" % ("" if plan.nothing_to_do else ": the plan has only shell lines or advice (above)"), err=as_json)
         sys.exit(EXIT_OK)
     if not yes and not click.confirm("Run %d command%s in %s?" % (len(steps), "" if len(steps) == 1 else "s", snap.python.prefix or "the env"),
-                                     default=False):
+                                     default=False, err=as_json):
         click.echo("cudafix: fix: nothing changed", err=True)
         sys.exit(EXIT_FAILED)
     before = _serious(runs)
     failed = None
     for i, step in enumerate(steps, 1):
-        emit("[%d/%d] $ %s\n" % (i, len(steps), step.text))
+        emit("[%d/%d] $ %s\n" % (i, len(steps), step.text), err=as_json)
         sys.stdout.flush()
         try:
-            # the installer's own progress streams through; in `/`: `python -m pip` would import
-            # a pip/ planted in the current directory (docs/security.md)
-            rc = subprocess.call(_argv(step), cwd=CHILD_CWD)
+            # the installer's own progress streams through (to stderr under --json); in `/`:
+            # `python -m pip` would import a pip/ planted in the current directory (docs/security.md)
+            rc = subprocess.call(_argv(step), cwd=CHILD_CWD, stdout=sys.stderr.fileno() if as_json else None)
         except OSError as exc:
             rc, failed = 127, "%s: %s" % (step.text, exc)
         if rc != 0:
@@ -120,7 +121,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         lines.append("  now:    torch %s%s" % (t.version or t.dist.version, (", torchvision %s" % (tv.version or tv.dist.version)) if tv else ""))
     if failed:
         lines.append("cudafix: fix: %s; pip/conda roll back the install that failed, later steps did not run" % failed)
-    emit("\n".join(lines) + "\n")
+    emit("\n".join(lines) + "\n", err=as_json)
     from cudafix.plans.planner import TORCH_RULES
 
     still = [f for r in after_runs if r.rule.id in TORCH_RULES for f in r.findings() if f.severity in (ERROR, WARNING)]

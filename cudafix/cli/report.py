@@ -288,7 +288,8 @@ def status(as_json: bool, verbose: bool, **opts: Any) -> None:
     if as_json:
         emit(_json(report.status_document(snap, runs, plan=plan)))
     else:
-        emit(report.render_status(snap, runs, origin=origin, color=use_color(), verbose=verbose, plan=plan, plan_error=plan_error))
+        emit(report.render_status(snap, runs, origin=origin, color=use_color(), verbose=verbose, plan=plan, plan_error=plan_error,
+                                  width=report.WIDTH))
 
 
 @click.command("check")
@@ -309,7 +310,7 @@ def check(strict: bool, as_json: bool, **opts: Any) -> None:
     if as_json:
         emit(_json(report.status_document(snap, runs, plan=plan)))
     else:
-        emit(report.render_check(runs, color=use_color(), snap=snap, plan=plan))
+        emit(report.render_check(runs, color=use_color(), snap=snap, plan=plan, strict=strict, width=report.WIDTH))
     sys.exit(code)
 
 

@@ -250,3 +250,34 @@ def without(value: str, parser: str, drop: Sequence[str]) -> str:
     """``value`` minus the items whose key is in ``drop``; the other items keep their spelling and order."""
     kept = [it.raw for it in split_items(value, parser) if it.key not in drop or (parser == "regex" and it.value is None)]
     return ",".join(kept)
+
+
+def _distance(a: str, b: str) -> int:
+    """Levenshtein distance (insert, delete, substitute: one each)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def nearest(key: str, names: Sequence[str], most: int = 2) -> Optional[str]:
+    """The one name in ``names`` within ``most`` edits of ``key`` (a typo's real spelling), or None
+    when there is none or two are equally near (no guess)."""
+    scored = sorted((_distance(key.lower(), n.lower()), n) for n in set(names) if n and n != key)
+    if not scored or scored[0][0] > most or (len(scored) > 1 and scored[1][0] == scored[0][0]):
+        return None
+    return scored[0][1]
+
+
+def renamed(value: str, parser: str, key: str, new: str) -> str:
+    """``value`` with the items keyed ``key`` spelled ``new``; the rest as the user wrote it."""
+    out = []
+    for it in split_items(value, parser):
+        if it.key == key:
+            out.append(new if it.value is None else "%s:%s" % (new, it.value))
+        else:
+            out.append(it.raw)
+    return ",".join(out)

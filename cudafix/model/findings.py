@@ -99,7 +99,8 @@ class Rule:
     evidence_used: str = ""
     fix_text: str = ""
     sources: Tuple[str, ...] = ()
-    # why each severity it gives is what happens to the user: what was measured or cited
+    # Why each severity it gives is what happens to the user (what was measured or cited), and
+    # when a finding's severity differs from ``severity``; docs/rules.md prints it under the rule.
     severity_basis: str = ""
     # The probes (snapshot sections) whose facts the rule needs: when one of them failed
     # (snapshot.probe_errors) the runner answers `unknown` with the probe's error, never `ok`.

@@ -345,6 +345,11 @@ class ExtensionModule:
     missing_torch_symbols_count: int = 0
     missing_demangled: Optional[str] = None  # the first missing symbol, demangled
     checked_against: Optional[str] = None  # the torch/lib directory the symbols were looked up in
+    # The first DT_NEEDED library ld.so cannot find when this module is loaded after `import torch`
+    # (breadth first, as ld.so maps them, before any symbol is bound; cudafix.probes.extload);
+    # looked up only for modules with missing torch symbols.  None: none missing, or not looked up.
+    missing_needed: Optional[str] = None
+    missing_needed_by: str = ""  # the object whose DT_NEEDED names it (the module or one of its libraries)
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 

@@ -94,13 +94,18 @@ def render_health(runs: Sequence, verbose: bool = False, ok_mark: str = _OK_MARK
 
     findings = report.sorted_findings(runs)
     summary = report.summary_line(runs)
-    if not findings:
+    # The mark is the user's outcome: a note (info) is no problem, so an env with notes only is
+    # healthy; errors and warnings count unless cudafix's installed hooks correct each of them.
+    serious = [f for f in findings if f.severity in ("error", "warning")]
+    if not serious:
         lines = ["%s cudafix: no CUDA stack problems found (%s)." % (ok_mark, summary)]
         if verbose:
             lines.extend("  " + ln for ln in report.render_check(runs).rstrip("\n").splitlines())
+        else:
+            lines.extend("  %s %s%s: %s" % (f.severity, f.rule, " [%s]" % f.subject if f.subject else "", f.message) for f in findings)
         return "\n".join(lines) + "\n"
     corrected = hooks is True
-    handled = corrected and all(f.auto for f in findings)
+    handled = corrected and all(f.auto for f in serious)
     if handled:
         lines = ["%s cudafix: %s, each corrected automatically by cudafix's hooks in this env" % (ok_mark, summary)]
     else:

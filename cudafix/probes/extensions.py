@@ -392,6 +392,8 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                                 ent["symcheck"] = sym
                                 dirty = True
                         _apply_symcheck(mod, sym, torch_lib, len(facts.get("torch_syms") or ()))
+                        if mod.missing_torch_symbols_count:
+                            _apply_loadcheck(mod, torch_dir, env)
                 info.modules.append(mod)
     finally:
         if tsyms is not None:
@@ -449,3 +451,14 @@ def _apply_symcheck(m: ExtensionModule, sym: Dict[str, Any], torch_lib: str, che
     m.missing_torch_symbols = [str(s) for s in sym.get("missing") or ()]
     m.missing_torch_symbols_count = int(sym.get("count") or 0)
     m.missing_demangled = sym.get("demangled")
+
+
+def _apply_loadcheck(m: ExtensionModule, torch_dir: Optional[str], env: Mapping[str, str]) -> None:
+    """ld.so fails on a missing DT_NEEDED library before it binds a symbol: record the first one."""
+    from cudafix.probes.extload import first_missing_needed
+
+    soname, by, how = first_missing_needed(m.path, torch_dir, env)
+    if soname:
+        m.missing_needed, m.missing_needed_by = soname, by
+    elif how.startswith("unknown: "):
+        m.unknown["needed_libraries"] = how[len("unknown: "):]

@@ -161,6 +161,11 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
         info.found_via["dlopen targets absent"] = ", ".join(sorted(absent))
     if sim.notes:
         info.unknown["simulation"] = "; ".join(sim.notes)
+    if not info.resolutions and not sim.notes:
+        # torch <= 1.x bundles its CUDA libraries under hashed sonames (libcudart-80664282.so.10.2,
+        # found through RPATH $ORIGIN): a fact, so that lib-shadowed can say ok rather than unknown.
+        info.found_via["nothing to resolve"] = "none of the %d objects loaded from %s requests a CUDA library by a shared soname" % (
+            len(sim.loaded), os.path.basename(root))
     return info
 
 

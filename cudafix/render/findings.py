@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple, Optional
 
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING, Finding, Rule, RuleRun
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET, Fix
-from cudafix.render.text import SCOPES, SEVERITY_ORDER, Out, plural, shell_value
+from cudafix.render.text import SCOPES, SEVERITY_ORDER, Out, fit_lines, plural, shell_value
 
 
 def fix_lines(fix: Fix) -> List[str]:
@@ -105,6 +105,9 @@ def findings_section(out: Out, runs: Sequence[RuleRun], plan=None) -> None:
         out.add(head + ": " + u["message"])
     if not fs and not runs:
         out.add("  no rules were run")
+    elif not fs and unknowns(runs):
+        # not "no problems found": what could not be decided is listed just above
+        out.add("  no problem found among the rules that could decide")
     elif not fs:
         out.add("  " + out.style("no problems found", "ok"))
 
@@ -118,10 +121,11 @@ def render_rule_list(rules: Sequence[Rule], color: bool = False) -> str:
     for r in rules:
         auto = "  " + out.style("[auto-fix]", "ok") if r.auto else ""
         out.add("%-*s  %-7s  %s%s" % (width, r.id, r.severity, r.title, auto))
+    out.lines = fit_lines(out.lines, hang=width + 11 if width + 11 <= 50 else 4)  # under the title; an id starts each entry
     return out.text()
 
 
-def paragraphs(text: str, indent: str = "  ", width: int = 96) -> List[str]:
+def paragraphs(text: str, indent: str = "  ", width: int = 80) -> List[str]:
     lines: List[str] = []
     for para in textwrap.dedent(text).strip().split("\n\n"):
         body = " ".join(para.split())
@@ -144,6 +148,7 @@ def render_explain(rule: Rule, color: bool = False) -> str:
         ("Fix", rule.fix_text),
         ("Sources", rule.sources),
     )
+    quoted = set()  # exact error texts and sources: never re-wrapped (a user searches for them verbatim)
     for title, body in blocks:
         out.section(title)
         if not body:
@@ -151,10 +156,12 @@ def render_explain(rule: Rule, color: bool = False) -> str:
         elif isinstance(body, str):
             out.lines.extend(paragraphs(body))
         elif title == "How it shows up":
-            # exact error texts: never re-wrapped
             for s in body:
+                quoted.add(len(out.lines))
                 out.add("  " + s)
         else:
             for s in body:
+                quoted.add(len(out.lines))
                 out.add("  - " + s)
+    out.lines = [w for i, ln in enumerate(out.lines) for w in ([ln] if i in quoted else fit_lines([ln]))]
     return out.text()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Sequence
 
-from cudafix.model.findings import WARNING, RuleRun
+from cudafix.model.findings import ERROR, WARNING, RuleRun
 from cudafix.model.snapshot import Snapshot
 from cudafix.render.findings import (  # noqa: F401 (the report's public names, one import for callers)
     counts, findings_section, fix_lines, render_explain, render_rule_list, sorted_findings, summary_line, unknowns,
@@ -18,7 +18,7 @@ from cudafix.render.machine import (
     assumed_value, driver_section, environment_section, gpus_section, header_section, libraries_section, no_torch_line,
     toolkits_section, torch_section,
 )
-from cudafix.render.text import DASH, Out  # noqa: F401
+from cudafix.render.text import DASH, WIDTH, Out, fit_text  # noqa: F401
 from cudafix.render import extensions as _extensions
 from cudafix.render.plan import plan_lines
 
@@ -26,8 +26,9 @@ STATUS_SCHEMA = "cudafix.status/1"
 
 
 def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed", color: bool = False,
-                  verbose: bool = False, plan=None, plan_error: Optional[str] = None) -> str:
-    """The whole stack on one screen: Driver, GPUs, PyTorch, Toolkits, Libraries, Environment, Findings."""
+                  verbose: bool = False, plan=None, plan_error: Optional[str] = None, width: Optional[int] = None) -> str:
+    """The whole stack on one screen: Driver, GPUs, PyTorch, Toolkits, Libraries, Environment, Findings.
+    ``width``: wrap to that many columns (the CLI: 80; render.text.fit_lines); None: one line per fact."""
     out = Out(color)
     header_section(out, snap, origin)
     driver_section(out, snap)
@@ -40,7 +41,7 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
     findings_section(out, runs, plan)
     if plan is not None or plan_error:
         plan_section(out, plan, plan_error)
-    return out.text()
+    return fit_text(out.text(), width) if width else out.text()
 
 
 def plan_section(out: Out, plan, error: Optional[str]) -> None:
@@ -50,9 +51,11 @@ def plan_section(out: Out, plan, error: Optional[str]) -> None:
     out.lines.extend(plan_lines(plan) if plan is not None else ["  unknown \u2014 no plan: %s" % error])
 
 
-def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None, plan=None) -> str:
+def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None, plan=None,
+                 strict: bool = False, width: Optional[int] = None) -> str:
     """Only the findings (and what could not be decided): the `cudafix check` output; with
-    ``plan``, the plan's steps follow, the same answer as `cudafix status` and `cudafix fix`."""
+    ``plan``, the plan's steps follow, the same answer as `cudafix status` and `cudafix fix`.  With
+    ``strict``, a run that fails only by --strict ends naming each warning and unknown that failed it."""
     out = Out(color)
     if snap is not None and snap.assumed:
         parts = ["%s=%s" % (k, assumed_value(v)) for k, v in sorted(snap.assumed.items())]
@@ -63,7 +66,21 @@ def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Sn
     findings_section(out, runs, plan)
     if plan is not None and plan.steps:
         plan_section(out, plan, None)
-    return out.text()
+    if strict:
+        failed = strict_failures(runs)
+        if failed and not counts(sorted_findings(runs))[ERROR]:
+            out.section(out.style("--strict: exit 1 because of %d warning/unknown verdict%s:" % (
+                len(failed), "" if len(failed) == 1 else "s"), WARNING))
+            out.lines.extend("  " + ln for ln in failed)
+    return fit_text(out.text(), width) if width else out.text()
+
+
+def strict_failures(runs: Sequence[RuleRun]) -> list:
+    """One line per warning finding and per unknown verdict: what `check --strict` fails on."""
+    lines = ["warning %s%s" % (f.rule, " [%s]" % f.subject if f.subject else "")
+             for f in sorted_findings(runs) if f.severity == WARNING]
+    lines += ["unknown %s%s" % (u["rule"], " [%s]" % u["subject"] if u["subject"] else "") for u in unknowns(runs)]
+    return lines
 
 
 def _with_step(d: Dict[str, Any], plan) -> Dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 import textwrap
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING
 
@@ -165,3 +165,59 @@ def wrap_list(prefix: str, items: Sequence[str], width: int = 100) -> List[str]:
 
 def plural(n: int, word: str) -> str:
     return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+# -- fitting the report to a terminal -----------------------------------------------------------
+
+WIDTH = 80
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_TAG = re.compile(r"(error|warning|info|unknown)\s+")  # a finding's severity column
+_COLUMN = re.compile(r"\S+(?: \S+)?( {2,})")  # "label   value": the value column
+
+
+def visible_len(text: str) -> int:
+    return len(_ANSI.sub("", text))
+
+
+def _hang(line: str) -> int:
+    """Where a wrapped line's continuation starts: under the text its first line introduced."""
+    lead = len(line) - len(line.lstrip(" "))
+    body = _ANSI.sub("", line[lead:])
+    m = _TAG.match(body) or (None if body.startswith("- ") else _COLUMN.match(body))
+    hang = lead + (2 if body.startswith("- ") else (m.end() if m else 4))
+    return hang if hang <= WIDTH // 2 else lead + 4
+
+
+def fit_lines(lines: Iterable[str], width: int = WIDTH, hang: Optional[int] = None) -> List[str]:
+    """Each line longer than ``width`` (colour codes not counted) wrapped at spaces with a hanging
+    indent.  A word longer than the room left (a path, a URL) stays whole and runs over; a shell
+    command line (``$ ...``) is kept whole, so that it pastes as one command.  ``hang``: the
+    continuation column (default: under the text the line's label, bullet or tag introduces)."""
+    out: List[str] = []
+    for line in lines:
+        if visible_len(line) <= width or line.lstrip().startswith("$ "):
+            out.append(line)
+            continue
+        at = _hang(line) if hang is None else hang
+        lead = len(line) - len(line.lstrip(" "))
+        cur, cur_len, has_word = line[:lead], lead, False
+        for tok in re.split(r"( +)", line[lead:]):
+            if not tok:
+                continue
+            n = visible_len(tok)
+            if tok.startswith(" "):
+                if has_word:
+                    cur, cur_len = cur + tok, cur_len + n
+                continue
+            if has_word and cur_len + n > width and visible_len(cur.rstrip(" ")) > at:  # never a line of only a bullet
+                out.append(cur.rstrip(" "))
+                cur, cur_len = " " * at, at
+            cur, cur_len, has_word = cur + tok, cur_len + n, True
+        out.append(cur.rstrip(" "))
+    return out
+
+
+def fit_text(text: str, width: int = WIDTH) -> str:
+    """:func:`fit_lines` over a rendered text (its final newline kept)."""
+    end = "\n" if text.endswith("\n") else ""
+    return "\n".join(fit_lines(text[:-1].split("\n") if end else text.split("\n"), width)) + end

@@ -191,3 +191,17 @@ def first_dict_value(d: Dict[str, str], *keys: str) -> Optional[str]:
         if d.get(k):
             return d[k]
     return None
+
+
+def builds_extensions(snap: Snapshot) -> Optional[str]:
+    """Evidence that this env builds CUDA extensions itself (so a build-time problem breaks
+    something the user does), or None when the snapshot shows no such build: a module in torch's
+    extension cache (torch.utils.cpp_extension.load with ninja, TORCH_EXTENSIONS_DIR), or a
+    torch-linked module no installed package owns (built in place by setup.py / pip -e)."""
+    for m in snap.extensions.modules:
+        if m.location == "torch extension cache":
+            return "this env builds extensions: %s is in torch's extension cache (%s)" % (m.path, m.owner_via or "torch.utils.cpp_extension.load")
+    for m in snap.extensions.modules:
+        if m.torch_linked and not m.package and m.location in ("site-packages", "sys.path"):
+            return "this env builds extensions: %s links torch and no installed package owns it (built from source in place)" % m.path
+    return None

@@ -10,7 +10,7 @@ from cudafix.knowledge import measured
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import Fix
 from cudafix.model.visible_devices import parse_cuda_visible_devices, resolve_visible
-from cudafix.rules._util import driver_version, env_value, gpu_label, no_nvidia, ok, parse_int, problem, torch_cuda_mm, unknown
+from cudafix.rules._util import driver_version, env_value, gpu_label, no_nvidia, nvidia_hardware, ok, parse_int, problem, torch_cuda_mm, unknown
 from cudafix.model.snapshot import Snapshot
 
 ENV_DOC = "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"
@@ -51,6 +51,11 @@ def check_visible_hides_all(snap: Snapshot) -> Iterable[Outcome]:
     # Every GPU is hidden.  It only matters where there is something to hide or a CUDA torch.
     if not gpus and not _has_cuda_torch(snap) and not driver_version(snap):
         return [ok("CUDA_VISIBLE_DEVICES hides all GPUs, but there is no NVIDIA GPU, driver or CUDA torch here", why_hidden, subject="CUDA_VISIBLE_DEVICES")]
+    if not gpus and nvidia_hardware(snap) is False and "driver" not in snap.assumed:
+        # A CUDA torch on a machine without NVIDIA hardware runs on the CPU whatever the variable
+        # says (no-driver's note): hiding GPUs that do not exist changes nothing for the user.
+        return [ok("CUDA_VISIBLE_DEVICES hides all GPUs, but this machine has no NVIDIA GPU hardware: nothing is hidden",
+                   why_hidden, "the PCI bus holds no NVIDIA display/3D device", subject="CUDA_VISIBLE_DEVICES")]
     ev = [why_hidden]
     if gpus:
         ev.append("GPUs present: %s" % ", ".join(gpu_label(g) for g in gpus))
@@ -207,6 +212,7 @@ RULES = (
         title="CUDA_VISIBLE_DEVICES leaves no GPU visible (empty, -1, or a bad first entry)",
         check=check_visible_hides_all,
         needs=("env", "gpus", "driver", "torch"),
+        severity_basis="an error where there are GPUs (or a driver) to hide: torch silently runs on the CPU. On a machine whose PCI bus holds no NVIDIA GPU it hides nothing, so it is ok there (and the startup hook says nothing).",
         cause="CUDA_VISIBLE_DEVICES set to '' hides every GPU; an invalid first entry (-1, an index beyond the GPU count, a UUID that matches nothing) also leaves none, because CUDA stops parsing at the first invalid entry. Often a hard-coded os.environ['CUDA_VISIBLE_DEVICES'] from another machine, or an empty value exported by a script.",
         symptoms=(
             "RuntimeError: No CUDA GPUs are available",

@@ -11,10 +11,12 @@ from typing import Iterable, List, Optional, Tuple
 
 from cudafix.knowledge import arch as karch
 from cudafix.knowledge import gpus as kgpus
-from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
+from cudafix.model.findings import ERROR, PROBLEM, WARNING, Outcome, Rule
 from cudafix.model.fixes import Fix
 from cudafix.model.snapshot import GPU, ExtensionModule, Snapshot
-from cudafix.rules._util import driver_cuda_int, fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, unknown
+from cudafix.rules import _extload
+from cudafix.rules.torch import check_torchvision
+from cudafix.rules._util import base_version, driver_cuda_int, fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, unknown
 
 CPP_EXT_DOC = "https://pytorch.org/docs/stable/cpp_extension.html"
 NVCC_DOC = "https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/index.html#gpu-compilation"
@@ -224,6 +226,8 @@ def _static_runtime(snap: Snapshot, m: ExtensionModule) -> Outcome:
 
 
 def check_ext_torch_symbols(snap: Snapshot) -> Iterable[Outcome]:
+    """One finding per package (one cause): every failing file as evidence, and the first error
+    the loader really reports (a missing DT_NEEDED library before any undefined symbol)."""
     subject = "extensions"
     skipped = _not_scanned(snap, subject)
     if skipped:
@@ -232,30 +236,48 @@ def check_ext_torch_symbols(snap: Snapshot) -> Iterable[Outcome]:
     if not mods:
         return [ok("no extension module links torch", subject=subject)]
     t = snap.primary_torch
+    label = "torch %s" % (t.version or t.dist.version) if t else "the installed torch"
     out: List[Outcome] = []
+    groups: "dict[str, List[ExtensionModule]]" = {}
     for m in mods:
         if "torch_symbols" in m.unknown:
             out.append(unknown("%s: whether the installed torch has its symbols is unknown" % _name(m), m.unknown["torch_symbols"], subject=_name(m)))
-            continue
-        if not m.missing_torch_symbols_count:
+        elif not _extload.fails(m):
             out.append(ok("%s: all %d torch symbols it imports are defined by %s" % (_name(m), m.torch_symbols_checked, m.checked_against), subject=_name(m)))
+        else:
+            groups.setdefault(m.package or m.path, []).append(m)
+    tv_reported = "torchvision" in groups and any(
+        o.verdict == PROBLEM for o in check_torchvision(snap))
+    tv_now = base_version(snap.torchvision[0].version or snap.torchvision[0].dist.version) if snap.torchvision else None
+    for key, group in groups.items():
+        first = group[0]
+        if key == "torchvision" and tv_reported:
+            out.append(ok("%s: %d file(s) fail to load; one cause, reported by torchvision-mismatch" % (_pkg(first), len(group)),
+                          subject=_name(first)))
             continue
-        first = m.missing_torch_symbols[0] if m.missing_torch_symbols else "?"
-        shown = m.missing_demangled or first
-        label = "torch %s" % (t.version or t.dist.version) if t else "the installed torch"
-        ev = [_code_text(m) if _has_code(m) else "%s (%s, %s)" % (_name(m), _pkg(m), m.owner_via or m.location),
-              "%d of the %d torch symbols it imports are defined by no library in %s (looked up through their .gnu.hash tables)" % (
-                  m.missing_torch_symbols_count, m.torch_symbols_checked, m.checked_against),
-              "first in the loader's binding order: %s" % first]
-        if m.missing_demangled and m.missing_demangled != first:
-            ev.append("demangled: %s" % m.missing_demangled)
-        ev.append("it was built against another torch: a C++ extension runs only with the torch release (and C++ ABI) it was compiled with (%s)" % CPP_EXT_DOC)
+        if key == "torchvision" and tv_now and first.package_version and base_version(first.package_version) != tv_now:
+            # the files were installed by another torchvision than the one the snapshot now holds
+            # (a plan's simulated target replaces them): their facts say nothing about the new one
+            out.append(ok("%s: files of torchvision %s, which torchvision %s replaces" % (_name(first), first.package_version, tv_now),
+                          subject=_name(first)))
+            continue
+        ev = [_extload.file_evidence(m) for m in group]
+        ev.append("ld.so maps every DT_NEEDED library (breadth first) before it binds a symbol: a missing library is the error "
+                  "the user sees, an undefined symbol only when every library is found")
+        ev.append("built against another torch: a C++ extension runs only with the torch release (and C++ ABI) it was compiled with (%s)" % CPP_EXT_DOC)
+        undecided = [m for m in group if "needed_libraries" in m.unknown]
+        if undecided:
+            ev.append("which DT_NEEDED library fails first is undecided for %s: %s" % (
+                ", ".join(_name(m) for m in undecided), undecided[0].unknown["needed_libraries"]))
         ccs = [cc for _, cc in _gpus(snap) if cc]
-        fix = rebuild(snap, m, ccs)
-        out.append(problem("%s (%s) needs %s, which %s does not define: import fails with 'undefined symbol: %s'"
-                           % (_name(m), _pkg(m), shown, label, first), ev,
-                           fix=Fix(summary=fix.summary + " (or install the torch it was built for)", commands=fix.commands),
-                           subject=_name(m)))
+        fix = rebuild(snap, first, ccs)
+        files = "%d files" % len(group) if len(group) > 1 else _name(first)
+        what = ("needs %s, which %s does not ship" % (first.missing_needed, label) if first.missing_needed
+                else "needs %s, which %s does not define" % (first.missing_demangled or (first.missing_torch_symbols or ["?"])[0], label))
+        out.append(problem("%s (%s) %s: loading %s fails with '%s'" % (
+            _pkg(first) if first.package else _name(first), files, what, _name(first), _extload.load_error(first)), ev,
+            fix=Fix(summary=fix.summary + " (or install the torch it was built for)", commands=fix.commands),
+            subject=_name(first)))
     return out
 
 
@@ -304,9 +326,10 @@ RULES = (
         title="An extension module imports torch symbols the installed torch does not define",
         check=check_ext_torch_symbols,
         cause="C++ extensions bind to mangled c10/at/torch symbols of the torch they were compiled against; torch has no stable C++ ABI across releases, so an extension built for another torch fails at import.",
-        symptoms=("ImportError: .../activation_ops.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs",
+        symptoms=("OSError: libc10_cuda.so: cannot open shared object file: No such file or directory",
+                  "ImportError: .../activation_ops.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c106detail14torchCheckFailEPKcS2_jRKSs",
                   "OSError: .../_core.cpython-312-x86_64-linux-gnu.so: undefined symbol: _ZNK3c106SymInt22maybe_as_int_slow_pathEv"),
-        evidence_used="each torch-linked extension's undefined dynamic symbols (relocation order) looked up in the .gnu.hash tables of the installed torch's libraries",
+        evidence_used="each torch-linked extension's undefined dynamic symbols (relocation order) looked up in the .gnu.hash tables of the installed torch's libraries; for one with missing symbols, its DT_NEEDED libraries resolved breadth first as ld.so maps them after `import torch` (the first one found nowhere is the error the user sees). One finding per package, every failing file as evidence; a torchvision that torchvision-mismatch reports is left to that finding (one cause).",
         fix_text="rebuild the extension against the installed torch (exact command), or install the torch it was built for.",
         sources=(CPP_EXT_DOC, "vllm-project/vllm#1344", "HazyResearch/ThunderKittens#143", "leonardodalinky/pytorch_fpsample#8"),
         needs=("extensions", "torch"),

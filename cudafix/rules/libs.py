@@ -49,6 +49,11 @@ def shadowed(snap: Snapshot, include: Callable[[str], bool], what: str) -> List[
         t = snap.primary_torch
         if t is None or not t.cuda:
             return [ok("no CUDA torch build: no CUDA libraries to resolve", subject="libraries")]
+        if libs.found_via.get("nothing to resolve") and not libs.unknown:
+            # The simulation ran and torch's libraries request no CUDA library by a shared soname
+            # (torch <= 1.x bundles them under hashed names, e.g. libcudart-80664282.so.10.2,
+            # found through its RPATH $ORIGIN): there is nothing another copy could shadow.
+            return [ok("nothing to shadow: %s" % libs.found_via["nothing to resolve"], subject="libraries")]
         return [unknown("which CUDA libraries torch would load is unknown", why or "the snapshot has no library resolutions", subject="libraries")]
     out: List[Outcome] = []
     seen = set()

@@ -9,7 +9,7 @@ from typing import Iterable, List, Optional, Tuple
 
 from cudafix.model.findings import BUILD, ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, EnvOp, EnvPatch, Fix
-from cudafix.rules._util import major_minor, mm_str, ok, problem, unknown
+from cudafix.rules._util import builds_extensions, major_minor, mm_str, ok, problem, unknown
 from cudafix.model.snapshot import Snapshot, Toolkit
 
 
@@ -140,7 +140,8 @@ def check_cuda_home_missing(snap: Snapshot) -> Iterable[Outcome]:
             fix = Fix(summary="unset %s, or install a CUDA toolkit (nvcc) there" % var, commands=("unset %s" % var,))
         # Advice, not automatic: the user set it on purpose and may be about to install there.
         out.append(problem("%s=%s points at no CUDA toolkit (%s): CUDA extension builds fail" % (
-            var, val, "does not exist" if "nvcc" not in why else "no bin/nvcc"), ev, fix=fix, subject=var))
+            var, val, "does not exist" if "nvcc" not in why else "no bin/nvcc"), ev + _build_severity_evidence(snap), fix=fix,
+            severity=_build_severity(snap, ERROR), subject=var))
     home, via = tks.cuda_home, tks.cuda_home_via
     if home and via not in _VARS:
         tk = _toolkit_at(snap, home)
@@ -214,19 +215,31 @@ def check_cuda_home(snap: Snapshot) -> Iterable[Outcome]:
     ev.append("this %s" % BUILD_NOTE)
     msg = "CUDA_HOME toolkit %s (CUDA %s) does not match torch's CUDA %s: %s" % (
         home, mm_str(have), mm_str(want), "CUDA extension builds fail" if major else "CUDA extension builds warn (same major)")
-    return [problem(msg, ev, fix=fix, severity=ERROR if major else WARNING, subject="CUDA_HOME")]
+    return [problem(msg, ev + _build_severity_evidence(snap), fix=fix, severity=_build_severity(snap, ERROR if major else WARNING), subject="CUDA_HOME")]
+
+
+def _build_severity(snap: Snapshot, when_building: str) -> str:
+    """A build-time problem breaks only a build: an error only where the env shows it builds
+    CUDA extensions (rules/_util.py builds_extensions), a warning everywhere else."""
+    return when_building if builds_extensions(snap) else WARNING
+
+
+def _build_severity_evidence(snap: Snapshot) -> List[str]:
+    why = builds_extensions(snap)
+    return [why] if why else ["no extension built in this env was found (torch extension cache, unowned torch-linked modules): a warning until one is built"]
 
 
 RULES = (
     Rule(
         id="cuda-home-mismatch",
-        severity=ERROR,
+        severity=WARNING,
         title="The toolkit extension builds use (CUDA_HOME / CUDA_PATH / nvcc) differs from torch's CUDA",
         check=check_cuda_home,
         needs=("torch", "toolkits"),
         scope=BUILD,
         auto=True,
-        cause="torch came with its own CUDA runtime (pip wheel or conda), but torch.utils.cpp_extension compiles extensions with the toolkit it finds first: CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda. When that toolkit's major differs from torch.version.cuda, builds fail; a different minor only warns. Error for a major mismatch (extension builds), warning for a minor one.",
+        severity_basis="error for a different CUDA major only where the env shows it builds CUDA extensions (a module in torch's extension cache, TORCH_EXTENSIONS_DIR; or a torch-linked module no installed package owns, built from source in place): there the build fails. Everywhere else a warning: running torch never uses this toolkit, only a future extension build would fail. A different minor is a warning (cpp_extension only warns).",
+        cause="torch came with its own CUDA runtime (pip wheel or conda), but torch.utils.cpp_extension compiles extensions with the toolkit it finds first: CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda. When that toolkit's major differs from torch.version.cuda, builds fail; a different minor only warns.",
         symptoms=(
             "RuntimeError: The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.1). Please make sure to use the same CUDA versions.",
             "The detected CUDA version (12.4) has a minor version mismatch with the version that was used to compile PyTorch (12.1). Most likely this shouldn't be a problem.",
@@ -239,11 +252,12 @@ RULES = (
     ),
     Rule(
         id="cuda-home-missing",
-        severity=ERROR,
+        severity=WARNING,
         title="CUDA_HOME / CUDA_PATH points at no CUDA toolkit (missing directory, or no bin/nvcc)",
         check=check_cuda_home_missing,
         needs=("toolkits", "env"),
         scope=BUILD,
+        severity_basis="error where the variable is set explicitly and the env shows it builds CUDA extensions (a module in torch's extension cache, or a torch-linked module no package owns): its builds fail. A warning otherwise (running torch never reads it), and when only the /usr/local/cuda fallback lacks nvcc.",
         cause="CUDA_HOME (or CUDA_PATH) names a directory that does not exist or holds no bin/nvcc: a toolkit that was uninstalled or upgraded (/usr/local/cuda-11.8 -> 12.4), a path copied from another machine, or a conda env that was removed; or a value that cannot work as written: a leading or trailing ':' (`export CUDA_HOME=$CUDA_HOME:/usr/local/cuda` on an empty CUDA_HOME), a ':'-separated list, a relative path, a file (…/bin/nvcc) instead of the toolkit directory — named with the corrected value. torch.utils.cpp_extension takes CUDA_HOME, then CUDA_PATH, as the toolkit without checking it, so every CUDA extension build fails. Error when the variable is set explicitly; warning when only the /usr/local/cuda fallback lacks nvcc. It matters for building CUDA extensions, not for running torch: the startup hook never warns about it.",
         symptoms=(
             "error: nvcc not found at '/usr/local/cuda-11.8/bin/nvcc'. Ensure CUDA path '/usr/local/cuda-11.8' is correct.",

@@ -3,6 +3,7 @@ PYTORCH_CUDA_ALLOC_CONF (the reports and documents each rule rests on: its ``sou
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -11,6 +12,7 @@ from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, UNSET, EnvOp, EnvPatch, Fix
 from cudafix.knowledge import alloc_conf, alloc_syntax, cuda_packages
 from cudafix.knowledge import torch_builds as tb
+from cudafix.rules import _extload
 from cudafix.rules._util import (
     base_version,
     driver_version,
@@ -168,7 +170,14 @@ def check_torchvision(snap: Snapshot) -> Iterable[Outcome]:
     if msgs:
         target = want_tv or have
         fix = _tv_fix(snap, t, target, reinstall=(not version_bad) and vtuple(have)[:3] == vtuple(target)[:3])
-        return [problem("; ".join(msgs), ev, fix=fix, subject="torchvision")] + notes
+        # the same cause as its modules' load failures (ext-torch-symbols defers to this finding):
+        # every file it touches, and the first error the loader really reports
+        broken = _extload.failing(snap, "torchvision")
+        ev.extend(_extload.file_evidence(m) for m in broken)
+        msg = "; ".join(msgs)
+        if broken:
+            msg += ": loading %s fails with '%s'" % (os.path.basename(broken[0].path), _extload.load_error(broken[0]))
+        return [problem(msg, ev, fix=fix, subject="torchvision")] + notes
     if notes:
         return notes
     return [ok("%s pairs with %s (version and CUDA variant)" % (tv_label, torch_label(t)), subject="torchvision")]
@@ -301,8 +310,8 @@ def check_alloc_conf(snap: Snapshot) -> Iterable[Outcome]:
             # Safe: only keys this torch certainly rejects are dropped; with them torch raises at
             # its first CUDA allocation, so the repaired value cannot be worse than the original.
             op = EnvOp(UNSET, name) if repaired == "" else EnvOp(SET, name, repaired)
-            shown = "unset %s" % name if repaired == "" else "%s=%s" % (name, repaired)
-            fix = Fix(summary="use %s (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), scope="both")
+            shown = "unset %s" % name if repaired == "" else "export %s=%s" % (name, shlex.quote(repaired))
+            fix = Fix(summary="`%s` (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), scope="both")
         else:
             drop = {p.key for p in certain}
             kept = [(k, v) for k, v in alloc_conf.split_conf(value, tv) if k not in drop]
@@ -334,15 +343,32 @@ def _alloc_from_torch(name: str, value: str, tv: str, info: AllocConfKeys) -> Ou
         # raises at its first CUDA allocation); the user's other items keep their spelling and order.
         repaired = alloc_syntax.without(value, info.parser, rejected)
         op = EnvOp(UNSET, name) if repaired == "" else EnvOp(SET, name, repaired)
-        shown = "unset %s" % name if repaired == "" else "%s=%s" % (name, repaired)
-        fix = Fix(summary="use %s (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), scope="both")
+        shown = "unset %s" % name if repaired == "" else "export %s=%s" % (name, shlex.quote(repaired))
+        fix = Fix(summary="`%s` (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), scope="both")
     elif certain:
         kept = alloc_syntax.without(value, info.parser, [i.key for i in certain])
         cmd = "unset %s" % name if not kept else "export %s=%s" % (name, shlex.quote(kept))
         fix = Fix(summary="fix or remove: %s" % keys, commands=(cmd,))
     else:
         fix = Fix(summary="check %s against torch %s's allocator options" % (keys, tv))
-    return problem("%s=%r: %s %s for torch %s" % (name, value, keys, "is rejected" if certain else "may be rejected", tv), ev,
+    # A key a letter or two off an option this torch's libc10 spells out is a typo of it: name the
+    # real option and give the value with it spelled right.
+    guesses = [(i.key, alloc_syntax.nearest(i.key, info.accepted)) for i in issues if i.kind in (alloc_syntax.UNCERTAIN, alloc_syntax.REJECTED)]
+    guesses = [(k, g) for k, g in guesses if g]
+    said = ""
+    if guesses:
+        said = "; " + "; ".join("did you mean `%s`?" % g for _k, g in guesses)
+        fixed = value
+        for k, g in guesses:
+            fixed = alloc_syntax.renamed(fixed, info.parser, k, g)
+        ev.append("nearest option names read from torch's libraries: %s" % ", ".join("%s -> %s" % kg for kg in guesses))
+        ask = "did you mean %s? spell %s as torch %s does" % (
+            ", ".join("`%s`" % g for _k, g in guesses), "them" if len(guesses) > 1 else "it", tv)
+        cmd = ("export %s=%s" % (name, shlex.quote(fixed)),)
+        # an automatic drop stays (safe: torch rejects the key); the spelling is the user's to choose
+        fix = Fix(summary="%s; %s" % (fix.summary, ask), auto=True, env=fix.env, scope=fix.scope, commands=cmd) if fix.auto \
+            else Fix(summary=ask, commands=cmd)
+    return problem("%s=%r: %s %s for torch %s%s" % (name, value, keys, "is rejected" if certain else "may be rejected", tv, said), ev,
                    fix=fix, severity=ERROR if certain else WARNING, subject=name)
 
 

@@ -1,0 +1,49 @@
+"""The first failure the loader reports when an extension module is loaded after `import torch`.
+
+ld.so maps a module's DT_NEEDED libraries (breadth first, glibc elf/dl-deps.c
+`_dl_map_object_deps`) before it binds a single symbol, and stops at the first library it cannot
+find: the user sees "libc10_cuda.so: cannot open shared object file: No such file or directory",
+never the undefined symbol that binding would have hit later.  This answers which library that is,
+simulated (cudafix.probes.loadersim, nothing is loaded), in the process `import torch` leaves:
+torch's own libraries are already mapped, and a name already loaded is reused.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Mapping, Optional, Tuple
+
+from cudafix.probes.loadersim import LoaderSim, ld_cache_of
+
+# What `import torch` maps before anything else (torch/__init__.py: _load_global_deps, then _C).
+TORCH_FIRST = ("lib/libtorch_global_deps.so", "_C*.so")
+
+
+def torch_preloads(torch_dir: str) -> list:
+    out = []
+    for pattern in TORCH_FIRST:
+        out.extend(sorted(glob.glob(os.path.join(torch_dir, pattern))))
+    return out
+
+
+def first_missing_needed(module: str, torch_dir: Optional[str], env: Mapping[str, str],
+                         executable: Optional[str] = None) -> Tuple[Optional[str], str, str]:
+    """(soname, requested_by, how_known): the first DT_NEEDED library the loader cannot find for
+    ``module`` after `import torch`; soname None when every one is found ("" requested_by) or
+    when it could not be decided (how_known then says why, prefixed "unknown: ")."""
+    try:
+        sim = LoaderSim(env, executable=executable, ld_cache=ld_cache_of())
+        if torch_dir:
+            sim.preload(torch_preloads(torch_dir))
+        start = len(sim.events)
+        sim.load(module, None, how="root")
+    except Exception as exc:  # a probe lets no exception out
+        return None, "", "unknown: loader simulation failed: %s: %s" % (type(exc).__name__, exc)
+    for name, requester, result, _via, why in sim.events[start:]:
+        if result is not None:
+            continue
+        if why and why.startswith("search stopped"):
+            return None, "", "unknown: %s: %s" % (name, why)
+        return name, requester.path if requester is not None else module, why or "not found"
+    return None, "", "every DT_NEEDED library found (glibc search order simulated, breadth first, after `import torch`)"
