@@ -15,14 +15,15 @@ Source: NCCL User Guide, "Environment Variables"
 
 from __future__ import annotations
 
-import dataclasses
 from typing import List, Sequence, Tuple
+
+from cudafix.model.record import record
 
 ENV_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 TROUBLESHOOTING_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class SlowPathVariable:
     """A transport switch that, left on, forces NCCL onto a slower path."""
 
@@ -42,7 +43,7 @@ SLOW_PATHS: Tuple[SlowPathVariable, ...] = (
 VERBOSE_DEBUG_LEVELS = ("INFO", "TRACE")  # NCCL_DEBUG levels that log per operation/connection
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class DeviceFilter:
     """NCCL_SOCKET_IFNAME / NCCL_IB_HCA parsed as NCCL does."""
 

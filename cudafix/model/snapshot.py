@@ -18,6 +18,8 @@ import sys
 import typing
 from typing import Any, Dict, List, Optional
 
+from cudafix.model.record import record
+
 SCHEMA = "cudafix.snapshot/1"
 
 
@@ -25,7 +27,7 @@ def _field_dict() -> Dict[str, str]:
     return {}
 
 
-@dataclasses.dataclass
+@record
 class DriverInfo:
     """The NVIDIA driver: kernel module, user-space libcuda, and the CUDA version it supports."""
 
@@ -40,7 +42,7 @@ class DriverInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class GPU:
     """One NVIDIA GPU as NVML (or /proc/driver/nvidia) reports it."""
 
@@ -54,7 +56,7 @@ class GPU:
     found_via: str = ""
 
 
-@dataclasses.dataclass
+@record
 class PciDevice:
     """One NVIDIA display/3D controller on the PCI bus (read from sysfs, no driver needed)."""
 
@@ -63,7 +65,7 @@ class PciDevice:
     pci_class: str = ""  # "0x030200"
 
 
-@dataclasses.dataclass
+@record
 class Hardware:
     """Whether the machine has NVIDIA GPU hardware at all, decided without the driver.
 
@@ -78,7 +80,7 @@ class Hardware:
     unknown: Optional[str] = None  # why the PCI bus could not be read (then nothing is known)
 
 
-@dataclasses.dataclass
+@record
 class GPUInfo:
     """The GPUs of the machine and which of them CUDA will enumerate."""
 
@@ -90,7 +92,7 @@ class GPUInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class ArchCoverage:
     """Device code really present in a CUDA library (read from its .nv_fatbin section)."""
 
@@ -103,7 +105,7 @@ class ArchCoverage:
     unknown: Optional[str] = None
 
 
-@dataclasses.dataclass
+@record
 class PythonDist:
     """An installed distribution (torch, torchvision, nvidia-*)."""
 
@@ -117,7 +119,7 @@ class PythonDist:
     found_via: str = ""
 
 
-@dataclasses.dataclass
+@record
 class AllocConfKeys:
     """Which PYTORCH_CUDA_ALLOC_CONF option names the installed torch's own parser spells out,
     read from the strings of its libraries (cudafix.probes.alloc_conf; docs/alloc-conf.md)."""
@@ -132,7 +134,7 @@ class AllocConfKeys:
     unknown: Optional[str] = None  # why the names could not be read (then: cudafix's cited table)
 
 
-@dataclasses.dataclass
+@record
 class TorchBuild:
     """One torch installation found on sys.path (there may be several: a problem of its own)."""
 
@@ -149,7 +151,7 @@ class TorchBuild:
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class TorchvisionBuild:
     """One torchvision installation found on sys.path."""
 
@@ -162,7 +164,7 @@ class TorchvisionBuild:
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class Toolkit:
     """A CUDA toolkit install (nvcc + headers), wherever it came from."""
 
@@ -174,7 +176,7 @@ class Toolkit:
     unknown: Optional[str] = None
 
 
-@dataclasses.dataclass
+@record
 class CondaPackage:
     """A CUDA-related record of the env's conda-meta/."""
 
@@ -186,7 +188,7 @@ class CondaPackage:
     found_via: str = ""
 
 
-@dataclasses.dataclass
+@record
 class ToolkitInfo:
     """CUDA toolkits, the CUDA_HOME extension builds use, conda CUDA packages and nvidia-* wheels."""
 
@@ -199,7 +201,7 @@ class ToolkitInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class LibraryResolution:
     """Which file the glibc loader would load for one soname torch needs."""
 
@@ -215,7 +217,7 @@ class LibraryResolution:
     unknown: Optional[str] = None
 
 
-@dataclasses.dataclass
+@record
 class LibraryInfo:
     """Which file the loader picks for each CUDA library torch needs."""
 
@@ -225,7 +227,7 @@ class LibraryInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class JitCache:
     """The driver's PTX JIT cache: where, how big, usable or not."""
 
@@ -238,7 +240,7 @@ class JitCache:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class NodeInfo:
     """Which machine of a cluster this is, and what NCCL can use on it (docs/fleet.md)."""
 
@@ -251,7 +253,7 @@ class NodeInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class ExtensionModule:
     """One CUDA-bearing or torch-linked shared object the env can import (not torch's own libraries)."""
 
@@ -276,7 +278,7 @@ class ExtensionModule:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class ExtensionInfo:
     """Every extension module found on the target interpreter's sys.path, conda lib/ and torch's
     extension cache.  Added to schema /1 (docs/snapshot.md): older snapshots load with scanned=False."""
@@ -289,7 +291,7 @@ class ExtensionInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class PythonInfo:
     """The interpreter whose environment was inspected."""
 
@@ -300,7 +302,7 @@ class PythonInfo:
     platform: str = ""  # "linux-x86_64"
 
 
-@dataclasses.dataclass
+@record
 class Snapshot:
     """The whole recorded state: machine, env, torch build, libraries, variables."""
 

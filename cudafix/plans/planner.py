@@ -23,6 +23,7 @@ from cudafix.knowledge.cuda_packages import normalize
 from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge import torch_builds as tb
 from cudafix.model.findings import ERROR, WARNING, Finding, RuleRun
+from cudafix.model.record import record
 from cudafix.model.snapshot import Snapshot
 from cudafix.plans import remedy, simulate
 from cudafix.plans.commands import (  # noqa: F401  (step kinds re-exported: part of the plan API)
@@ -54,7 +55,7 @@ MAX_TRIED = 80  # candidates simulated at most (there are ~60 release x variant 
 POINTER = "cudafix fix"  # rules point here instead of printing install commands themselves
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Change:
     """One package moved by the plan."""
 
@@ -63,7 +64,7 @@ class Change:
     after: str
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Plan:
     python: str
     owner: str  # "pip" | "conda" | "" (no torch change)
