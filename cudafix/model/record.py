@@ -1,16 +1,17 @@
-"""``record``: ``dataclasses.dataclass`` with the generated methods compiled in one go.
+"""``record``: ``dataclasses.dataclass`` with less to compile per class.
 
 On Python 3.8-3.12 ``dataclasses.dataclass`` compiles each method it writes (``__init__``,
-``__repr__``, ``__eq__``; for a frozen class also ``__setattr__``, ``__delattr__``, ``__hash__``)
-from its own source string: about 1 ms per class, and cudafix defines ~60 on the path of
-``cudafix status`` (issue 23).  ``record`` lets dataclasses do everything except the methods
-(fields, defaults, ``__dataclass_fields__``, ``__match_args__``), then compiles the same methods,
-as dataclasses writes them, from one string.  The class is a dataclass (``fields``, ``asdict``,
-``replace``, ``is_dataclass``; ``__dataclass_params__`` says init, repr, eq and frozen as they
-are).  A class this does not cover exactly (no docstring, a dataclass base, its own dunder
-methods, ``__post_init__``, keyword-only or init-only fields) goes to ``dataclasses.dataclass``.
-tests/test_record.py compares every record class of cudafix with ``dataclasses.dataclass`` of
-the same fields.
+``__repr__``, ``__eq__``; for a frozen class also ``__hash__``, ``__setattr__``,
+``__delattr__``) from source text, and compiling is most of its cost: about 1 ms per class,
+and cudafix defines ~60 on the path of ``cudafix status`` (issue 23).  ``record`` lets
+dataclasses do everything except the methods (fields, defaults, ``__dataclass_fields__``,
+``__match_args__``), compiles ``__init__`` alone (its signature is the fields'), and gives the
+other methods as closures over the field names that return what dataclasses' would.  The class
+is a dataclass (``fields``, ``asdict``, ``replace``, ``is_dataclass``; ``__dataclass_params__``
+says init, repr, eq and frozen as they are).  A class this does not cover exactly (no
+docstring, a dataclass base, its own dunder methods, ``__post_init__``, keyword-only or
+init-only fields) goes to ``dataclasses.dataclass``.  tests/test_record.py compares every record
+class of cudafix with ``dataclasses.dataclass`` of the same fields.
 """
 
 from __future__ import annotations
@@ -53,8 +54,7 @@ def _covered(cls: type) -> bool:
 
 
 def _build(cls: type, fields: list, frozen: bool) -> None:
-    g = {"__cls": cls, "__MISSING": dataclasses.MISSING, "__HAS_FACTORY": _HAS_FACTORY,
-         "__setobj": object.__setattr__, "__Frozen": dataclasses.FrozenInstanceError}
+    g = {"__HAS_FACTORY": _HAS_FACTORY, "__setobj": object.__setattr__}
     params, body, seen_default = ["self"], [], False
     for f in fields:
         n = f.name
@@ -81,26 +81,55 @@ def _build(cls: type, fields: list, frozen: bool) -> None:
         else:
             continue  # init=False with a plain default: the class attribute serves
         body.append("  __setobj(self, %r, %s)" % (n, value) if frozen else "  self.%s = %s" % (n, value))
-    src = ["def __init__(%s):" % ", ".join(params)] + (body or ["  pass"])
-    shown = ", ".join("%s={self.%s!r}" % (f.name, f.name) for f in fields if f.repr)
-    src += ["def __repr__(self):", '  return self.__class__.__qualname__ + f"(%s)"' % shown.replace('"', '\\"')]
-    cmp = "".join("self.%s," % f.name for f in fields if f.compare)
-    src += ["def __eq__(self, other):", "  if other.__class__ is self.__class__:",
-            "    return (%s) == (%s)" % (cmp, cmp.replace("self.", "other.")), "  return NotImplemented"]
-    names = tuple(f.name for f in fields)
+    exec("\n".join(["def __init__(%s):" % ", ".join(params)] + (body or ["  pass"])), g)  # noqa: S102 (field names only)
+    init = g["__init__"]
+    init.__annotations__ = dict({f.name: f.type for f in fields if f.init}, **{"return": None})
+    methods = {"__init__": init,
+               "__repr__": reprlib.recursive_repr()(_repr_fn(tuple(f.name for f in fields if f.repr))),
+               "__eq__": _eq_fn(tuple(f.name for f in fields if f.compare))}
     if frozen:
-        hashed = "".join("self.%s," % f.name for f in fields if (f.hash is None and f.compare) or f.hash)
-        src += ["def __hash__(self):", "  return hash((%s))" % hashed,
-                "def __setattr__(self, name, value):", "  if type(self) is __cls or name in %r:" % (names,),
-                '    raise __Frozen(f"cannot assign to field {name!r}")', "  super(__cls, self).__setattr__(name, value)",
-                "def __delattr__(self, name):", "  if type(self) is __cls or name in %r:" % (names,),
-                '    raise __Frozen(f"cannot delete field {name!r}")', "  super(__cls, self).__delattr__(name)"]
-    exec("\n".join(src), g)  # noqa: S102 -- source built above from field names only
-    g["__init__"].__annotations__ = dict({f.name: f.type for f in fields if f.init}, **{"return": None})
-    g["__repr__"] = reprlib.recursive_repr()(g["__repr__"])
-    for name in ("__init__", "__repr__", "__eq__") + (("__hash__", "__setattr__", "__delattr__") if frozen else ()):
-        fn = g[name]
+        names = tuple(f.name for f in fields)
+        methods["__hash__"] = _hash_fn(tuple(f.name for f in fields if (f.hash is None and f.compare) or f.hash))
+        methods["__setattr__"], methods["__delattr__"] = _frozen_fns(cls, names)
+    for name, fn in methods.items():
         fn.__qualname__ = "%s.%s" % (cls.__qualname__, name)
         setattr(cls, name, fn)
     if not frozen:
         cls.__hash__ = None  # type: ignore[assignment]  (eq without frozen: unhashable, as dataclasses makes it)
+
+
+# The other methods are closures over the field names: nothing to compile per class.  Each gives
+# what dataclasses' generated method gives: "Cls(a=1, b='x')" (repr() of each value), equality of
+# the field tuples between instances of the same class, hash of that tuple, FrozenInstanceError.
+
+def _repr_fn(names):  # type: ignore[no-untyped-def]
+    def __repr__(self):  # type: ignore[no-untyped-def]
+        return self.__class__.__qualname__ + "(" + ", ".join("%s=%r" % (n, getattr(self, n)) for n in names) + ")"
+    return __repr__
+
+
+def _eq_fn(names):  # type: ignore[no-untyped-def]
+    def __eq__(self, other):  # type: ignore[no-untyped-def]
+        if other.__class__ is self.__class__:
+            return tuple([getattr(self, n) for n in names]) == tuple([getattr(other, n) for n in names])
+        return NotImplemented
+    return __eq__
+
+
+def _hash_fn(names):  # type: ignore[no-untyped-def]
+    def __hash__(self):  # type: ignore[no-untyped-def]
+        return hash(tuple([getattr(self, n) for n in names]))
+    return __hash__
+
+
+def _frozen_fns(cls, names):  # type: ignore[no-untyped-def]
+    def __setattr__(self, name, value):  # type: ignore[no-untyped-def]
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError("cannot assign to field %r" % (name,))
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self, name):  # type: ignore[no-untyped-def]
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError("cannot delete field %r" % (name,))
+        super(cls, self).__delattr__(name)
+    return __setattr__, __delattr__
