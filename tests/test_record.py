@@ -109,6 +109,12 @@ def test_edge_cases_against_dataclasses():
     with pytest.raises(TypeError):
         rec.record(type("Bad", (), {"__doc__": "d", "__module__": __name__, "__annotations__": {"a": "int", "b": "int"},
                                     "a": 1}))
+    def cv_body():
+        return {"__doc__": "d", "__module__": __name__, "__annotations__": {"a": "int", "k": "ClassVar[int]"}, "k": 3}
+
+    cv, dv = rec.record(type("C", (), cv_body())), dataclasses.dataclass(type("C", (), cv_body()))  # left to dataclasses
+    assert [f.name for f in dataclasses.fields(cv)] == [f.name for f in dataclasses.fields(dv)]
+    assert repr(cv(1)) == repr(dv(1))
     assert typing  # (the annotations above name it)
 
 

@@ -49,7 +49,8 @@ def record(cls=None, *, frozen: bool = False):  # type: ignore[no-untyped-def]
 
 def _covered(cls: type) -> bool:
     own = cls.__dict__
-    return bool(own.get("__doc__")) and not any(n in own for n in _OWN) \
+    special = any(w in str(t) for t in own.get("__annotations__", {}).values() for w in ("ClassVar", "InitVar", "KW_ONLY"))
+    return bool(own.get("__doc__")) and not special and not any(n in own for n in _OWN) \
         and not any(hasattr(b, "__dataclass_fields__") for b in cls.__mro__[1:])
 
 
