@@ -10,6 +10,8 @@ Stdlib only: runs with any Python 3.8+.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -64,6 +66,20 @@ def _src_hash() -> str:
     return h.hexdigest()
 
 
+@contextlib.contextmanager
+def _locked(out_dir: str):
+    """One builder per artifact: pytest-xdist workers (and concurrent sessions) sharing the cache
+    wait for the first one's build instead of racing it (the loser's os.replace would fail on the
+    winner's non-empty directory)."""
+    os.makedirs(os.path.dirname(out_dir), exist_ok=True)
+    with open(out_dir + ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def _run(cmd: Sequence[str], cwd: str) -> None:
     proc = subprocess.run(list(cmd), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
@@ -81,11 +97,14 @@ def build_kernels(name: str, gencode: Sequence[str], cudart: str = "shared", nke
     out = os.path.join(out_dir, "lib%s.so" % name)
     if os.path.exists(out):
         return out
-    tmp = out_dir + ".tmp%d" % os.getpid()
-    os.makedirs(tmp, exist_ok=True)
-    _run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-O2", "-cudart", cudart, "-DNKERNELS=%d" % nkernels]
-         + list(gencode) + list(extra) + ["-o", "lib%s.so" % name, os.path.join(SRC, "kernels.cu")], tmp)
-    os.replace(tmp, out_dir) if not os.path.exists(out_dir) else shutil.rmtree(tmp)
+    with _locked(out_dir):
+        if os.path.exists(out):
+            return out
+        tmp = out_dir + ".tmp%d" % os.getpid()
+        os.makedirs(tmp, exist_ok=True)
+        _run([nvcc, "-shared", "-Xcompiler", "-fPIC", "-O2", "-cudart", cudart, "-DNKERNELS=%d" % nkernels]
+             + list(gencode) + list(extra) + ["-o", "lib%s.so" % name, os.path.join(SRC, "kernels.cu")], tmp)
+        os.replace(tmp, out_dir) if not os.path.exists(out_dir) else shutil.rmtree(tmp)
     return out
 
 
@@ -116,6 +135,14 @@ def build_torch_ext(name: str, python: str, gencode: Sequence[str], nkernels: in
     out = os.path.join(out_dir, name + ti["suffix"])
     if os.path.exists(out):
         return out
+    with _locked(out_dir):
+        if not os.path.exists(out):
+            _build_torch_ext(name, ti, gencode, nkernels, nvcc, cxx, out_dir)
+    return out
+
+
+def _build_torch_ext(name: str, ti: dict, gencode: Sequence[str], nkernels: int, nvcc: str, cxx: str,
+                     out_dir: str) -> None:
     tmp = out_dir + ".tmp%d" % os.getpid()
     os.makedirs(tmp, exist_ok=True)
     cuda_home = os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))
@@ -131,7 +158,6 @@ def build_torch_ext(name: str, python: str, gencode: Sequence[str], nkernels: in
           "-lc10", "-lc10_cuda", "-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-ltorch_python",
           "-L" + os.path.join(cuda_home, "lib64"), "-lcudart"], tmp)
     os.replace(tmp, out_dir) if not os.path.exists(out_dir) else shutil.rmtree(tmp)
-    return out
 
 
 if __name__ == "__main__":  # python tests/extbuild.py PYTHON NAME ARCH_LIST [NKERNELS]

@@ -20,27 +20,20 @@ mk() {  # mk NAME TORCH_SPEC
     "$dir/bin/python" -m pip install -q "$2" click packaging nvidia-ml-py
     touch "$stamp"
 }
-mk torch-cpu torch==2.13.0
-mk torch-cu torch==2.14.1
-mk torch-251 torch==2.5.1
-# Ray for `cudafix fleet --ray` against a real local cluster (tests/test_fleet_engines.py)
-mk ray ray==2.60.0
-# The older nvJitLink wheels of the shadowing scenarios (tests/shadowing.py): fetched here, never by a test.
-"$root/torch-cpu/bin/python" "$(dirname "$0")/shadowing.py" --fetch
-# Real Windows wheels (PE reader, Windows DLL search): tests/fetch_win_wheels.sh
-sh "$(dirname "$0")/fetch_win_wheels.sh"
+here=$(cd "$(dirname "$0")" && pwd)
 
 # torchvision-cu: torchvision 0.29.1 from PyPI (its real CUDA _C_stable.so, ~15 MB) over torch-cu's
 # torch, which a .pth line puts on its path (no second 5.5 GB torch): tests/test_extensions.py.
-tv=$root/torchvision-cu
-if [ ! -f "$tv/.cudafix-ready-torchvision==0.29.1" ]; then
+mk_tv() {
+    tv=$root/torchvision-cu
+    if [ -f "$tv/.cudafix-ready-torchvision==0.29.1" ]; then return 0; fi
     rm -rf "$tv"
     python3 -m venv "$tv"
     site=$("$tv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     "$root/torch-cu/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/cudafix-test-torch-cu.pth"
     "$tv/bin/python" -m pip install -q --no-deps torchvision==0.29.1
     touch "$tv/.cudafix-ready-torchvision==0.29.1"
-fi
+}
 
 # A real Python 3.8 (yolov9 images ship 3.8) with cudafix's runtime dependencies, for the tests
 # that run cudafix under 3.8 itself (tests/test_py38_real.py).  pyenv's 3.8 where present; else
@@ -51,12 +44,14 @@ if [ -z "$py38" ]; then
         if [ -x "$c" ] && "$c" -c 'import venv' 2>/dev/null; then py38=$c; break; fi
     done
 fi
-if [ -n "$py38" ] && [ ! -f "$root/py38/.cudafix-ready-deps" ]; then
-    rm -rf "$root/py38"
-    "$py38" -m venv "$root/py38"
-    "$root/py38/bin/python" -m pip install -q click packaging nvidia-ml-py
-    touch "$root/py38/.cudafix-ready-deps"
-fi
+mk_py38() {
+    if [ -n "$py38" ] && [ ! -f "$root/py38/.cudafix-ready-deps" ]; then
+        rm -rf "$root/py38"
+        "$py38" -m venv "$root/py38"
+        "$root/py38/bin/python" -m pip install -q click packaging nvidia-ml-py
+        touch "$root/py38/.cudafix-ready-deps"
+    fi
+}
 # torch 1.10.2 (cu102, its CUDA runtime bundled; PyPI's cp38 wheel, ~0.9 GB) on the real Python 3.8,
 # and torch 2.0.1 (cu117) without its nvidia-* wheels except the CUDA runtime (~0.6 GB): the
 # allocator-config proof runs their own parsers through ctypes, without importing torch
@@ -71,6 +66,35 @@ mk38() {  # mk38 NAME PIP-ARGS...
     "$root/$name/bin/python" -m pip install -q "$@"
     touch "$stamp"
 }
-mk38 torch-110 torch==1.10.2 click packaging nvidia-ml-py
-mk38 torch-201 --no-deps torch==2.0.1 nvidia-cuda-runtime-cu11==11.7.99
+
+# The venvs are independent: build them in parallel (downloads and unpacking overlap; pip's cache
+# is safe to share).  Each chain is a subshell under `set -e`; a stamp is written only after its
+# pip install succeeded, and any failed chain fails the script once all have finished.
+( mk torch-cpu torch==2.13.0
+  # the older nvJitLink wheels of the shadowing scenarios (tests/shadowing.py): fetched here, never by a test
+  "$root/torch-cpu/bin/python" "$here/shadowing.py" --fetch ) &
+p1=$!
+( mk torch-cu torch==2.14.1
+  mk_tv ) &
+p2=$!
+( mk torch-251 torch==2.5.1 ) &
+p3=$!
+# Ray for `cudafix fleet --ray` against a real local cluster (tests/test_fleet_engines.py)
+( mk ray ray==2.60.0 ) &
+p4=$!
+( mk_py38
+  mk38 torch-110 torch==1.10.2 click packaging nvidia-ml-py
+  mk38 torch-201 --no-deps torch==2.0.1 nvidia-cuda-runtime-cu11==11.7.99 ) &
+p5=$!
+# Real Windows wheels (PE reader, Windows DLL search): tests/fetch_win_wheels.sh
+( sh "$here/fetch_win_wheels.sh" ) &
+p6=$!
+failed=
+for p in $p1 $p2 $p3 $p4 $p5 $p6; do
+    wait "$p" || failed="$failed $p"
+done
+if [ -n "$failed" ]; then
+    echo "make_venvs.sh: a venv build failed (see above)" >&2
+    exit 1
+fi
 echo "test venvs ready in $root"

@@ -33,9 +33,16 @@ def _mknod(p, kind):
 
 
 def _sock(p):
-    s = socket.socket(socket.AF_UNIX)
-    s.bind(str(p))
-    s.close()
+    # bound by its name from its directory: an absolute path over 107 bytes (pytest-xdist's worker
+    # tmp dirs are deeper) is refused with "AF_UNIX path too long"
+    here = os.getcwd()
+    os.chdir(str(p.parent))
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(p.name)
+        s.close()
+    finally:
+        os.chdir(here)
 
 
 def _swap(p, make):

@@ -9,7 +9,6 @@ it is uncertain and only reported.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import List, Optional, Tuple
 
 from cudafix.knowledge import alloc_syntax
@@ -18,6 +17,7 @@ from cudafix.knowledge import (
     UNCONFIRMED,
     major_minor,
 )
+from cudafix.model.record import record
 
 S = (
     "https://github.com/pytorch/pytorch/blob/main/c10/core/AllocatorConfig.cpp; "
@@ -25,7 +25,7 @@ S = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class AllocKey:
     """One PYTORCH_CUDA_ALLOC_CONF key: the torch versions that accept it (its value rules are
     knowledge/alloc_syntax.py's, the ones checked against torch's own parsers)."""
@@ -85,7 +85,7 @@ BAD_VALUE = "bad-value"
 MALFORMED = "malformed"
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Problem:
     """Why one key of a PYTORCH_CUDA_ALLOC_CONF value is rejected (or may be)."""
 

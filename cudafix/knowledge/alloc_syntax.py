@@ -19,9 +19,10 @@ Every verdict here is compared with torch's own parser on real builds in docs/al
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Callable, Dict, List, Optional, Sequence
+
+from cudafix.model.record import record
 
 TORCH_URL = "https://github.com/pytorch/pytorch/blob/"
 SOURCES = (
@@ -38,7 +39,7 @@ UNCERTAIN = "uncertain"  # the name is in the library only as a fragment (probe 
 NOT_CHECKED = "not-checked"  # a key cudafix knows no value rule for
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Item:
     """One ``key:value`` item as the user wrote it (``raw``), and as torch's parser sees it."""
 
@@ -47,7 +48,7 @@ class Item:
     value: Optional[str]  # None: no ':' in the item
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Issue:
     key: str
     kind: str  # REJECTED | BAD_VALUE | MALFORMED | UNCERTAIN

@@ -14,16 +14,17 @@ Arch numbers: ``sm_XY`` -> X = n // 10, Y = n % 10 (sm_90 -> 9.0, sm_120 -> 12.0
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+from cudafix.model.record import record
 
 SOURCE = "https://docs.nvidia.com/cuda/cuda-programming-guide/01-introduction/cuda-platform.html (binary and PTX compatibility); https://developer.nvidia.com/blog/nvidia-blackwell-and-nvidia-cuda-12-9-introduce-family-specific-architecture-features"
 
 _ARCH_RE = re.compile(r"^\s*(sm|compute|lto)_(\d{2,3})([af]?)\s*$", re.IGNORECASE)
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Arch:
     """A parsed fatbin target: sm_XY / compute_XY with its a/f variant."""
 

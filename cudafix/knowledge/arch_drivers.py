@@ -20,17 +20,17 @@ have no answer here: the rule says unknown for them.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional, Tuple
 
 from cudafix.knowledge import DERIVED, PRIMARY
+from cudafix.model.record import record
 
 MATRIX = "https://docs.nvidia.com/datacenter/tesla/drivers/cuda-toolkit-driver-and-architecture-matrix.html"
 RN = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html"
 AIE23 = "https://docs.nvidia.com/ai-enterprise/2.3/release-notes/index.html"
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class ArchDrivers:
     """One architecture: its compute capabilities and the driver branches that drive it."""
 

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Optional, Tuple
 
@@ -19,6 +18,7 @@ from cudafix.knowledge import (
     UNCONFIRMED,
     version_tuple,
 )
+from cudafix.model.record import record
 
 RN = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (Table 3)"
 RN_13_BRANCH = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (13.4U1 edition, branch table)"
@@ -82,7 +82,7 @@ def driver_branch(driver: str) -> int:
 # -- CUDA toolkit -> minimum driver --------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class ToolkitDriver:
     """A CUDA toolkit release and the minimum drivers it ships with."""
 
@@ -195,7 +195,7 @@ def min_driver(cuda: str, os: str = "linux") -> Optional[str]:
 # -- minor-version compatibility ----------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class MinorCompatFloor:
     """The lowest driver that runs a CUDA major family under minor-version compatibility."""
 
@@ -244,7 +244,7 @@ def minor_compat_floor_row(major: int) -> Optional[MinorCompatFloor]:
 # -- driver branch -> cuDriverGetVersion -------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class BranchCuda:
     """A driver branch and the CUDA version its cuDriverGetVersion reports."""
 

@@ -19,8 +19,9 @@ docs/env-vars.md is generated from this table (``python -m tools.env_vars_doc``)
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Tuple
+
+from cudafix.model.record import record
 
 PROBE = "probe"  # recorded in the snapshot by cudafix/probes/environment.py
 HOOK = "hook"  # part of the startup hook's fingerprint (cudafix/hook/runtime.py)
@@ -56,7 +57,7 @@ XDG = "https://specifications.freedesktop.org/basedir-spec/latest/"
 CUDAFIX_ASSUME = "cudafix/probes/assume.py"
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class EnvVar:
     """A variable cudafix reads: who reads it, why, where its meaning is documented."""
 

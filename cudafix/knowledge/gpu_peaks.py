@@ -7,11 +7,11 @@ datasheets often print 2x "with sparsity").  GeForce FP16/BF16 figures are with 
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Optional, Tuple
 
 from cudafix.knowledge import SECONDARY
 from cudafix.knowledge.gpus import normalize_name
+from cudafix.model.record import record
 
 _ITKB = ("itkb.uw.cz, 'NVIDIA H200 vs B300: precisions, cores, and what the datasheet numbers mean' "
          "(2026-06-22): per-GPU SXM dense figures, FP16/BF16 ~989 TFLOPS, 4.8 TB/s")
@@ -19,7 +19,7 @@ _AIWIKI = "aiwiki.ai/wiki/nvidia_h200 (2026-06-21): H200 = H100's GH100 silicon,
 _LZW = "lzwjava.github.io/nvidia-h200-gpu-specs-en: H100 SXM 3.35 TB/s vs H200 SXM 4.8 TB/s, same compute"
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class GpuPeak:
     """Nominal dense throughput and memory bandwidth of one GPU product."""
 

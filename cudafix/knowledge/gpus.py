@@ -8,7 +8,6 @@ GPU_CC below; a miss answers None (unknown), and --assume-gpu suggests the neare
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 from typing import Dict, List, Optional, Tuple
@@ -21,6 +20,7 @@ from cudafix.knowledge import (
 )
 from cudafix.knowledge.arch import parse_cc
 from cudafix.knowledge.gpu_keys import name_key, name_keys
+from cudafix.model.record import record
 
 CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus"
 LEGACY_GPUS = "https://developer.nvidia.com/cuda-legacy-gpus"
@@ -36,7 +36,7 @@ PER_SM = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class GpuCC:
     """A GPU product name pattern and its compute capability."""
 
@@ -171,7 +171,7 @@ def compute_capability(name: str) -> Optional[str]:
 # -- which CUDA toolkits support which SM --------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class SmSupport:
     """The first and last CUDA toolkits that can build for one sm_XY."""
 

@@ -4,10 +4,10 @@ rather than carrying their own copies of the figures."""
 
 from __future__ import annotations
 
-import dataclasses
+from cudafix.model.record import record
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Measurement:
     """One before/after measurement: the workload, both figures, and where the raw output is."""
 

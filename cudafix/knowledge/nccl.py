@@ -18,16 +18,17 @@ Source: NCCL User Guide, "Environment Variables"
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import List, Optional, Sequence, Tuple
+
+from cudafix.model.record import record
 
 ENV_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 SOURCE_REPO = "NVIDIA/nccl"
 TROUBLESHOOTING_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class SlowPathVariable:
     """A transport switch that, left on, forces NCCL onto a slower path."""
 
@@ -47,7 +48,7 @@ SLOW_PATHS: Tuple[SlowPathVariable, ...] = (
 VERBOSE_DEBUG_LEVELS = ("INFO", "TRACE")  # NCCL_DEBUG levels that log per operation/connection
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class DeviceFilter:
     """NCCL_SOCKET_IFNAME / NCCL_IB_HCA parsed as NCCL parses them (NVIDIA/nccl src/misc/utils.cc
     parseStringList / matchIfList; the ^ and = prefixes in src/os/linux.cc ncclOsFindInterfaces and

@@ -6,7 +6,6 @@ Arch lists are TORCH_CUDA_ARCH_LIST strings: "X.Y" = SASS sm_XY, "X.Y+PTX" = als
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Dict, List, Optional, Tuple
 
 from cudafix.knowledge import (
@@ -18,6 +17,7 @@ from cudafix.knowledge import (
     version_tuple,
 )
 from cudafix.knowledge.arch import parse_arch_list
+from cudafix.model.record import record
 
 # PyTorch's own wheel index, one sub-index per variant (".../whl/cu130", ".../whl/cpu"); the
 # install commands of https://pytorch.org/get-started/locally/ and
@@ -57,7 +57,7 @@ C118_21 = "5.0;6.0;6.1;7.0;7.5;8.0;8.6;3.7+PTX;9.0"
 C12 = "5.0;6.0;6.1;7.0;7.5;8.0;8.6;9.0"
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class WheelArch:
     """The TORCH_CUDA_ARCH_LIST of one torch release line and CUDA variant (pip wheels)."""
 
@@ -69,7 +69,7 @@ class WheelArch:
     note: str = ""
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class CondaVariant:
     """One CUDA variant of a torch release on the pytorch conda channel."""
 
@@ -81,7 +81,7 @@ class CondaVariant:
     status: str = PRIMARY
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class TorchRelease:
     """One torch minor release: CUDA variants, PyPI default, torchvision, Python range."""
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from cudafix.model.fixes import Fix
+from cudafix.model.record import record
 from cudafix.model.snapshot import Snapshot
 
 OK = "ok"
@@ -28,7 +28,7 @@ DISTRIBUTED = "distributed"
 SCOPES = (RUNTIME, BUILD, DISTRIBUTED)
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Outcome:
     """One verdict of one rule about one subject (a GPU, a library, a variable...)."""
 
@@ -40,7 +40,7 @@ class Outcome:
     subject: str = ""  # what it is about ("GPU0", "libnvJitLink.so.13", "CUDA_HOME")
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     """A PROBLEM outcome, rendered for users (report, JSON, hook warnings)."""
 
@@ -84,7 +84,7 @@ class Finding:
 Check = Callable[[Snapshot], Iterable[Outcome]]
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     """One registered rule: its stable id, default severity, check function and `explain` text."""
 
@@ -110,7 +110,7 @@ class Rule:
     scope: str = RUNTIME  # RUNTIME | BUILD | DISTRIBUTED (see SCOPES)
 
 
-@dataclasses.dataclass
+@record
 class RuleRun:
     """All outcomes of one rule on one snapshot."""
 

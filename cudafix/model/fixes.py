@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Dict, List, Optional
 
+from cudafix.model.record import record
+
 # EnvOp.op values
 SET = "set"  # name = value
 UNSET = "unset"  # remove the variable
@@ -18,7 +20,7 @@ PREPEND_PATH = "prepend-path"  # put value first in a ':'-list (removing other o
 REMOVE_PATH = "remove-path"  # drop value from a ':'-list (the variable is unset if it becomes empty)
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class EnvOp:
     """One edit of one environment variable (set, unset, prepend to or remove from a path list)."""
 
@@ -48,7 +50,7 @@ class EnvOp:
             raise ValueError("unknown EnvOp %r" % self.op)
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class EnvPatch:
     """An ordered list of EnvOps, applied as a unit."""
 
@@ -72,7 +74,7 @@ class EnvPatch:
         return EnvPatch(tuple(self.ops) + tuple(other.ops))
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Preload:
     """Load ``path`` (absolute) before torch so that ``soname`` resolves to it."""
 
@@ -80,7 +82,7 @@ class Preload:
     path: str
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Fix:
     """What to do about a finding: a safe correction (auto) and/or exact commands for the user."""
 

@@ -18,6 +18,9 @@ import sys
 import typing
 from typing import Any, Dict, List, Optional
 
+from cudafix.model.platform import WindowsInfo, WslInfo
+from cudafix.model.record import record
+
 SCHEMA = "cudafix.snapshot/1"
 
 
@@ -25,7 +28,7 @@ def _field_dict() -> Dict[str, str]:
     return {}
 
 
-@dataclasses.dataclass
+@record
 class FwdCompatNote:
     """A libcuda's own ``.note.cuda.fwd_compatibility`` ELF note (owner "NVIDIA Corporation"):
     which kernel-module branches this library runs on as a forward-compat copy."""
@@ -37,7 +40,7 @@ class FwdCompatNote:
     device: List[int] = dataclasses.field(default_factory=list)  # recorded as written; its numbering is not documented
 
 
-@dataclasses.dataclass
+@record
 class DriverInfo:
     """The NVIDIA driver: kernel module, user-space libcuda, and the CUDA version it supports."""
 
@@ -54,7 +57,7 @@ class DriverInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class GPU:
     """One NVIDIA GPU as NVML (or /proc/driver/nvidia) reports it."""
 
@@ -68,7 +71,7 @@ class GPU:
     found_via: str = ""
 
 
-@dataclasses.dataclass
+@record
 class PciDevice:
     """One NVIDIA display/3D controller on the PCI bus (read from sysfs, no driver needed)."""
 
@@ -77,7 +80,7 @@ class PciDevice:
     pci_class: str = ""  # "0x030200"
 
 
-@dataclasses.dataclass
+@record
 class Hardware:
     """Whether the machine has NVIDIA GPU hardware at all, decided without the driver.
 
@@ -92,60 +95,7 @@ class Hardware:
     unknown: Optional[str] = None  # why the PCI bus could not be read (then nothing is known)
 
 
-@dataclasses.dataclass
-class WslFile:
-    """One libcuda-like file that matters on WSL 2 (docs/wsl.md): the mapped driver's or a shadow."""
-
-    path: str  # as laid out (under the probe root, written as the machine sees it)
-    kind: str  # "file" | "symlink" | "absent"
-    role: str = ""  # "wsl" (mapped from Windows) | "linux-driver" | "stub" | "other"
-    target: Optional[str] = None  # realpath of a symlink
-    on_ld_library_path: bool = False
-    version: Optional[str] = None  # a Linux driver's libcuda.so.<ver>
-
-
-@dataclasses.dataclass
-class WslInfo:
-    """WSL 2: the Windows host's driver as the distribution sees it (cudafix.probes.wsl).
-
-    ``probed`` False (a snapshot from an older cudafix): every WSL rule answers unknown.
-    """
-
-    probed: bool = False
-    detected: bool = False
-    evidence: List[str] = dataclasses.field(default_factory=list)  # what said "WSL 2"
-    dxg: bool = False  # /dev/dxg (GPU paravirtualisation; no /dev/nvidia* on WSL)
-    lib_dir: List[WslFile] = dataclasses.field(default_factory=list)  # /usr/lib/wsl/lib/libcuda.so{,.1,.1.1}
-    driver_store: List[str] = dataclasses.field(default_factory=list)  # /usr/lib/wsl/drivers/*/ holding libcuda.so.1.1
-    windows_driver: Optional[str] = None  # "560.94": nvcuda's version resource, or NVML
-    ld_conf: Optional[str] = None  # the /etc/ld.so.conf.d file that lists /usr/lib/wsl/lib
-    unversioned: Optional[str] = None  # what dlopen("libcuda.so") finds (cuDNN 8 asks for it); None: nothing
-    unversioned_via: str = ""
-    shadows: List[WslFile] = dataclasses.field(default_factory=list)  # non-WSL libcuda on the search path
-    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
-    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
-
-
-@dataclasses.dataclass
-class WindowsInfo:
-    """Native Windows: what ``import torch`` will do with its DLLs (cudafix.probes.windows).
-
-    ``probed`` False: not a Windows snapshot (or an older cudafix); the Windows rules say so.
-    """
-
-    probed: bool = False
-    system32_listed: bool = False  # True: System32's names were read; False: the standard set was assumed
-    vc_runtime: Optional[bool] = None  # msvcp140.dll in System32 (the VC++ Redistributable)
-    dll_failure: Optional[Dict[str, Any]] = None  # cudafix.probes.windlls.DllFailure as a dict
-    dll_bytes: Optional[int] = None  # torch\lib\*.dll + the nvidia wheels' DLLs, what each process maps
-    commit_limit_bytes: Optional[int] = None  # GlobalMemoryStatusEx ullTotalPageFile (RAM + pagefile)
-    nvcuda: Optional[str] = None  # System32\\nvcuda.dll, the driver's CUDA library
-    driver_version: Optional[str] = None  # from nvcuda.dll's version resource: 32.0.15.6094 -> "560.94"
-    found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
-    unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
-
-
-@dataclasses.dataclass
+@record
 class GPUInfo:
     """The GPUs of the machine and which of them CUDA will enumerate."""
 
@@ -157,7 +107,7 @@ class GPUInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class ArchCoverage:
     """Device code really present in a CUDA library (read from its .nv_fatbin section)."""
 
@@ -170,7 +120,7 @@ class ArchCoverage:
     unknown: Optional[str] = None
 
 
-@dataclasses.dataclass
+@record
 class PythonDist:
     """An installed distribution (torch, torchvision, nvidia-*)."""
 
@@ -184,7 +134,7 @@ class PythonDist:
     found_via: str = ""
 
 
-@dataclasses.dataclass
+@record
 class AllocConfKeys:
     """Which PYTORCH_CUDA_ALLOC_CONF option names the installed torch's own parser spells out,
     read from the strings of its libraries (cudafix.probes.alloc_conf; docs/alloc-conf.md)."""
@@ -199,7 +149,7 @@ class AllocConfKeys:
     unknown: Optional[str] = None  # why the names could not be read (then: cudafix's cited table)
 
 
-@dataclasses.dataclass
+@record
 class TorchBuild:
     """One torch installation found on sys.path (there may be several: a problem of its own)."""
 
@@ -216,7 +166,7 @@ class TorchBuild:
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class TorchvisionBuild:
     """One torchvision installation found on sys.path."""
 
@@ -229,7 +179,7 @@ class TorchvisionBuild:
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class Toolkit:
     """A CUDA toolkit install (nvcc + headers), wherever it came from."""
 
@@ -241,7 +191,7 @@ class Toolkit:
     unknown: Optional[str] = None
 
 
-@dataclasses.dataclass
+@record
 class CondaPackage:
     """A CUDA-related record of the env's conda-meta/."""
 
@@ -253,7 +203,7 @@ class CondaPackage:
     found_via: str = ""
 
 
-@dataclasses.dataclass
+@record
 class ToolkitInfo:
     """CUDA toolkits, the CUDA_HOME extension builds use, conda CUDA packages and nvidia-* wheels."""
 
@@ -266,7 +216,7 @@ class ToolkitInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class LibraryResolution:
     """Which file the glibc loader would load for one soname torch needs."""
 
@@ -282,7 +232,7 @@ class LibraryResolution:
     unknown: Optional[str] = None
 
 
-@dataclasses.dataclass
+@record
 class LibraryInfo:
     """Which file the loader picks for each CUDA library torch needs."""
 
@@ -292,7 +242,7 @@ class LibraryInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class JitCache:
     """The driver's PTX JIT cache: where, how big, usable or not."""
 
@@ -305,7 +255,7 @@ class JitCache:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class NodeInfo:
     """Which machine of a cluster this is, and what NCCL can use on it (docs/fleet.md)."""
 
@@ -322,7 +272,7 @@ class NodeInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class ExtensionModule:
     """One CUDA-bearing or torch-linked shared object the env can import (not torch's own libraries)."""
 
@@ -353,7 +303,7 @@ class ExtensionModule:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class ExtensionInfo:
     """Every extension module found on the target interpreter's sys.path, conda lib/ and torch's
     extension cache.  Added to schema /1 (docs/snapshot.md): older snapshots load with scanned=False."""
@@ -366,7 +316,7 @@ class ExtensionInfo:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
 
-@dataclasses.dataclass
+@record
 class PythonInfo:
     """The interpreter whose environment was inspected."""
 
@@ -377,7 +327,7 @@ class PythonInfo:
     platform: str = ""  # "linux-x86_64"
 
 
-@dataclasses.dataclass
+@record
 class Snapshot:
     """The whole recorded state: machine, env, torch build, libraries, variables."""
 

@@ -18,10 +18,10 @@ Pure functions over the snapshot's GPU list: the GPU probe and the rules both us
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import List, Optional, Tuple
 
+from cudafix.model.record import record
 from cudafix.model.snapshot import GPU
 
 INDEX = "index"
@@ -32,7 +32,7 @@ INVALID = "invalid"
 _UUID_RE = re.compile(r"^GPU-[0-9a-fA-F-]+$")
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class VisibleEntry:
     """One parsed CUDA_VISIBLE_DEVICES entry and the GPU it selects, if any."""
 
@@ -41,7 +41,7 @@ class VisibleEntry:
     index: Optional[int] = None  # for INDEX
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class VisibleDevicesSpec:
     """CUDA_VISIBLE_DEVICES, parsed without knowing the GPUs."""
 
@@ -81,7 +81,7 @@ def parse_cuda_visible_devices(value: Optional[str]) -> VisibleDevicesSpec:
     return VisibleDevicesSpec(is_set=True, raw=value, entries=tuple(entries), stopped_at=stopped)
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class VisibleResult:
     """CUDA_VISIBLE_DEVICES as CUDA reads it: the visible GPUs and where parsing stopped."""
 

@@ -12,7 +12,6 @@ release there, pytorch/pytorch#138506), conda-forge after.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shlex
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -20,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from cudafix.knowledge import version_tuple
 from cudafix.knowledge import torch_builds as tb
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
+from cudafix.model.record import record
 from cudafix.model.snapshot import Snapshot
 
 INSTALL = "install"
@@ -28,7 +28,7 @@ SHELL = "shell"
 DRIVER = "driver"
 OTHER = "other"
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Step:
     """One thing to run, in order.  ``argv`` empty: advice only (a shell line, a driver upgrade)."""
 

@@ -26,6 +26,7 @@ from cudafix.knowledge.cuda_packages import normalize
 from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge import torch_builds as tb
 from cudafix.model.findings import ERROR, WARNING, Finding, RuleRun
+from cudafix.model.record import record
 from cudafix.model.snapshot import Snapshot
 from cudafix.plans import remedy, simulate
 from cudafix.plans.companions import AddonMove, addon_moves, addon_steps, all_companions, companion_variant, open_lines
@@ -62,7 +63,7 @@ MINOR_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-com
 from cudafix.plans.others import POINTER, other_steps  # noqa: E402,F401  (POINTER: part of the plan API)
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Change:
     """One package moved by the plan."""
 
@@ -71,7 +72,7 @@ class Change:
     after: str
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Plan:
     python: str
     owner: str  # "pip" | "conda" | "" (no torch change)

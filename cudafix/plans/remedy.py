@@ -21,13 +21,13 @@ before minor-compat, the installed CUDA major before another, then the newest CU
 
 from __future__ import annotations
 
-import dataclasses
 from typing import List, Optional, Sequence, Tuple
 
 from cudafix.knowledge import cuda_driver, major_minor, version_tuple
 from cudafix.knowledge import torch_builds as tb
 from cudafix.knowledge.arch import fit, parse_cc
 from cudafix.knowledge.gpus import sm_support
+from cudafix.model.record import record
 
 NEW_PLATFORM_RULE = (
     "RN 13.4U1: 'new features and newly enabled platforms require an R615 or later driver that supports them' "
@@ -53,7 +53,7 @@ def driver_gap(driver_cuda: Optional[int], ccs: Sequence[str]) -> List[Tuple[str
     return gaps
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Candidate:
     """One official torch build: version + variant, how it runs on this driver and these GPUs."""
 

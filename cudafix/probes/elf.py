@@ -15,6 +15,8 @@ import stat
 import struct
 from typing import Dict, List, Optional, Tuple
 
+from cudafix.model.record import record
+
 ELF_MAGIC = b"\x7fELF"
 
 # e_machine values we name in messages (others are reported by number).
@@ -47,7 +49,7 @@ MAX_SHSTRTAB = 4 << 20
 MAX_STRING = 64 << 10
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Section:
     """One ELF section header (name, file offset, size)."""
 
@@ -59,7 +61,7 @@ class Section:
     align: int = 0  # sh_addralign (note entries are padded to it)
 
 
-@dataclasses.dataclass
+@record
 class ElfFile:
     """What cudafix reads from one ELF file: class, machine, sections, dynamic entries."""
 

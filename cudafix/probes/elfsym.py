@@ -11,11 +11,11 @@ ppc64le); others answer ``None`` (unknown).  Never raises out of the public func
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import struct
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
+from cudafix.model.record import record
 from cudafix.probes.elf import ElfError, ElfFile, open_regular, read_elf
 
 SYM_SIZE = 24  # Elf64_Sym
@@ -26,7 +26,7 @@ MAX_DYNSYM_BYTES = 64 << 20
 MAX_EXT_STRTAB = 32 << 20  # an extension's own .dynstr is read whole (torchvision's: ~300 KB)
 
 
-@dataclasses.dataclass
+@record
 class NeededSymbols:
     """Undefined (imported) dynamic symbols of one object, in the loader's relocation order."""
 

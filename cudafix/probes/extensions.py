@@ -24,11 +24,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import ExtensionInfo, ExtensionModule
 from cudafix.probes import elfsym
+from cudafix.probes.dirwalk import DirCache, WalkLimit, walk
 from cudafix.probes.elf import read_elf
 from cudafix.probes.cudart_static import static_cudart_version
 from cudafix.probes.fatbin import scan_fatbin_uncached
@@ -40,12 +42,10 @@ CACHE_VERSION = 2  # 2: the static runtime's version (cudart_version)
 CACHE_MAX_ENTRIES = 4096
 MAX_DEPTH = 8  # site-packages/pkg/sub/... deeper than this holds no importable module
 MAX_DEPTH_OTHER = 4  # a PYTHONPATH source tree: its in-place built modules sit near the top
-MAX_DIRS = 20000  # directories visited per root: a bound on the walk of a huge PYTHONPATH entry
 MAX_FILES = 20000  # shared objects examined per scan (a bound, never reached by real envs)
 MAX_MISSING_KEPT = 10
 MAX_RODATA = 64 << 20
 
-SKIP_DIRS = {"__pycache__", "torch", "nvidia", "include", "share", "node_modules", ".git"}
 # NVIDIA's own libraries in a conda lib/: dependencies, never imported (libraries probe).
 VENDOR_PREFIXES = ("libcublas", "libcudnn", "libcufft", "libcusparse", "libcusolver", "libcurand", "libnccl",
                    "libnvjpeg", "libnpp", "libcudart", "libnvrtc", "libnvJitLink", "libcupti", "libnvToolsExt",
@@ -81,36 +81,6 @@ def extension_tag(python_version: str, cuda: Optional[str], hip: Optional[str]) 
         return None
     acc = "rocm" + hip.replace(".", "") if hip else ("cu" + cuda.replace(".", "") if cuda else "cpu")
     return "py%s%s_%s" % (parts[0], parts[1], acc)
-
-
-class WalkLimit(Exception):
-    pass
-
-
-def _walk(root: str, max_depth: int, skip_top: bool) -> Iterator[str]:
-    """Shared objects under ``root`` (files only; symlinks to files followed once by realpath)."""
-    stack: List[Tuple[str, int]] = [(root, 0)]
-    visited = 0
-    while stack:
-        d, depth = stack.pop()
-        visited += 1
-        if visited > MAX_DIRS:
-            raise WalkLimit("more than %d directories under %s: the rest were not examined" % (MAX_DIRS, root))
-        try:
-            it = os.scandir(d)
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                name = e.name
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        if depth + 1 < max_depth and name not in SKIP_DIRS and not name.endswith((".dist-info", ".egg-info")):
-                            stack.append((e.path, depth + 1))
-                    elif is_shared_object_name(name) and e.is_file():
-                        yield e.path
-                except OSError:
-                    continue
 
 
 # -- ownership ------------------------------------------------------------------------------------
@@ -258,6 +228,7 @@ class TorchSymbols:
         self.lib_dir = lib_dir
         self.tables: List[elfsym.SymbolTable] = []
         self.sig: List[Any] = []
+        self._paths: List[str] = []
         try:
             names = sorted(n for n in os.listdir(lib_dir) if TORCH_LIB_RE.match(n))
         except OSError as exc:
@@ -266,12 +237,15 @@ class TorchSymbols:
         self.error = None if names else "no torch libraries in %s" % lib_dir
         for n in names:
             p = os.path.join(lib_dir, n)
-            self.tables.append(elfsym.SymbolTable(p))
+            self._paths.append(p)
             self.sig.append([n, cachefile.stat_sig(p)])
 
     def missing(self, names: List[str]) -> Tuple[List[str], Optional[str]]:
         if self.error:
             return [], self.error
+        if self._paths:  # opened on the first check: a scan whose checks are all cached reads no table
+            self.tables = [elfsym.SymbolTable(p) for p in self._paths]
+            self._paths = []
         return elfsym.missing_from(names, self.tables)
 
     def close(self) -> None:
@@ -340,30 +314,33 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
     tsyms: Optional[TorchSymbols] = None
     torch_lib = os.path.join(torch_dir, "lib") if torch_dir else None
     seen = set()
+    dirs = DirCache(cache_dir, is_shared_object_name)
     try:
         for root, kind in roots:
             if kind == "conda lib":
-                files: Iterator[str] = (os.path.join(root, n) for n in _listdir(root)
-                                        if is_shared_object_name(n) and not n.startswith(VENDOR_PREFIXES))
+                files: Iterator[Tuple[str, str]] = (
+                    (p, os.path.realpath(p)) for p in (os.path.join(root, n) for n in _listdir(root)
+                                                       if is_shared_object_name(n) and not n.startswith(VENDOR_PREFIXES)))
             elif kind == "torch extension cache":
-                files = _walk(root, dict(torch_extension_roots(env, tag)).get(root, 3), False)
+                files = walk(root, dict(torch_extension_roots(env, tag)).get(root, 3), dirs)
             else:
-                files = _walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, True)
+                files = walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, dirs)
             try:
-                files = list(files)
+                found = list(files)
             except WalkLimit as exc:
                 info.unknown[root] = str(exc)
-                files = []
-            for path in files:
-                real = os.path.realpath(path)
-                if real in seen or not os.path.isfile(real):
+                found = []
+            for path, real in found:
+                if real in seen:
+                    continue
+                sig = cachefile.stat_sig(real)  # one stat: is it a regular file, and unchanged?
+                if sig is None or not stat.S_ISREG(sig[0]):
                     continue
                 seen.add(real)
                 info.files_seen += 1
                 if info.files_seen > MAX_FILES:
                     info.unknown["files"] = "more than %d shared objects: the rest were not examined" % MAX_FILES
                     break
-                sig = cachefile.stat_sig(real)
                 ent = cache.get(real)
                 if isinstance(ent, dict) and ent.get("sig") == sig and "facts" in ent:
                     facts = ent["facts"]
@@ -398,6 +375,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
     finally:
         if tsyms is not None:
             tsyms.close()
+    dirs.save()
     if dirty and cache_dir:
         while len(cache) > CACHE_MAX_ENTRIES:
             cache.pop(next(iter(cache)))

@@ -17,6 +17,7 @@ import os
 import struct
 from typing import Dict, List, Optional, Tuple
 
+from cudafix.model.record import record
 from cudafix.probes.elf import ElfError, open_regular
 
 LD_SO_CACHE = "/etc/ld.so.cache"
@@ -38,7 +39,7 @@ ARCH_FLAGS = {
 HWCAP_EXTENSION = 1 << 62  # entry lives in a glibc-hwcaps subdirectory
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class CacheEntry:
     """One /etc/ld.so.cache entry (soname, flags, path)."""
 
@@ -48,7 +49,7 @@ class CacheEntry:
     hwcap: int = 0
 
 
-@dataclasses.dataclass
+@record
 class LdCache:
     """The parsed /etc/ld.so.cache, or why it could not be read."""
 

@@ -11,7 +11,6 @@ spec.nodeName).  Devices: /sys/class/net (socket interfaces, NCCL_SOCKET_IFNAME)
 from __future__ import annotations
 
 import os
-import socket
 from typing import List, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import NodeInfo
@@ -46,7 +45,8 @@ def engine_identity(env: Mapping[str, str]) -> Tuple[Optional[str], Optional[str
 def probe_node(env: Mapping[str, str], root: str = "/") -> NodeInfo:
     info = NodeInfo()
     try:
-        info.hostname = socket.gethostname() or None
+        # gethostname(2) is uname(2)'s nodename on Linux (glibc): os.uname spares importing socket (~3 ms)
+        info.hostname = (os.uname().nodename if hasattr(os, "uname") else _gethostname()) or None
         info.found_via["hostname"] = "gethostname()"
     except OSError as exc:
         info.unknown["hostname"] = describe_oserror(exc)
@@ -71,3 +71,9 @@ def probe_node(env: Mapping[str, str], root: str = "/") -> NodeInfo:
 def node_name(info: NodeInfo) -> str:
     """How reports name a node: the engine's id, else the hostname."""
     return info.node_id or info.hostname or "?"
+
+
+def _gethostname() -> str:
+    import socket
+
+    return socket.gethostname()

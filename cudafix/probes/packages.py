@@ -3,13 +3,13 @@ prefix records (conda-meta/*.json).  Read by the torch, toolkit and extension pr
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from cudafix.knowledge import cuda_packages
+from cudafix.model.record import record
 from cudafix.model.snapshot import CondaPackage
 from cudafix.probes.host import describe_oserror, read_text
 
@@ -24,7 +24,7 @@ MAX_CONDA_META_FILES = 5000
 normalize_name = cuda_packages.normalize  # PEP 503: "Nvidia_CUBLAS" -> "nvidia-cublas"
 
 
-@dataclasses.dataclass
+@record
 class DistDir:
     """A *.dist-info or *.egg-info directory found on sys.path."""
 

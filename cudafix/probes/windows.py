@@ -11,7 +11,7 @@ import os
 from typing import Iterable, Mapping, Optional, Tuple
 
 from cudafix.knowledge import windows as K
-from cudafix.model.snapshot import WindowsInfo
+from cudafix.model.platform import WindowsInfo
 from cudafix.probes.windlls import simulate_import
 
 

@@ -18,7 +18,7 @@ import os
 import re
 from typing import List, Mapping, Optional, Tuple
 
-from cudafix.model.snapshot import WslFile, WslInfo
+from cudafix.model.platform import WslFile, WslInfo
 from cudafix.probes.host import join_root, read_text
 from cudafix.probes.ldcache import LD_SO_CACHE, read_ld_cache
 

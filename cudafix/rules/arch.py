@@ -13,6 +13,7 @@ from cudafix.knowledge import arch as karch
 from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge import torch_builds as tb
 from cudafix.knowledge import jit_cache
+from cudafix.model.record import record
 from cudafix.rules._util import (
     base_version,
     driver_cuda_int,
@@ -36,7 +37,7 @@ ENV_DOC = jit_cache.ENV_DOC
 DEFAULT_LOW, DEFAULT_HIGH = jit_cache.DEFAULT_OLDER_DOCS_BYTES, jit_cache.DEFAULT_CURRENT_DOCS_BYTES
 
 
-@dataclasses.dataclass
+@record
 class Coverage:
     """The device code a torch build carries, merged over its scanned libraries."""
 
@@ -47,7 +48,7 @@ class Coverage:
     how: str  # "scanned" evidence or "published arch list ..."
 
 
-@dataclasses.dataclass
+@record
 class GpuFit:
     """How one GPU runs the build: native SASS, PTX JIT, or not at all."""
 

@@ -11,7 +11,8 @@ from typing import Iterable, List, Optional
 
 from cudafix.model.findings import BUILD, ERROR, INFO, WARNING, Outcome, Rule
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
-from cudafix.model.snapshot import Snapshot, WslFile
+from cudafix.model.platform import WslFile
+from cudafix.model.snapshot import Snapshot
 from cudafix.rules._util import ok, problem, unknown
 
 WSL_LIB = "/usr/lib/wsl/lib"

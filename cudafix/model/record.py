@@ -1,0 +1,136 @@
+"""``record``: ``dataclasses.dataclass`` with less to compile per class.
+
+On Python 3.8-3.12 ``dataclasses.dataclass`` compiles each method it writes (``__init__``,
+``__repr__``, ``__eq__``; for a frozen class also ``__hash__``, ``__setattr__``,
+``__delattr__``) from source text, and compiling is most of its cost: about 1 ms per class,
+and cudafix defines ~60 on the path of ``cudafix status`` (issue 23).  ``record`` lets
+dataclasses do everything except the methods (fields, defaults, ``__dataclass_fields__``,
+``__match_args__``), compiles ``__init__`` alone (its signature is the fields'), and gives the
+other methods as closures over the field names that return what dataclasses' would.  The class
+is a dataclass (``fields``, ``asdict``, ``replace``, ``is_dataclass``; ``__dataclass_params__``
+says init, repr, eq and frozen as they are).  A class this does not cover exactly (no
+docstring, a dataclass base, its own dunder methods, ``__post_init__``, keyword-only or
+init-only fields) goes to ``dataclasses.dataclass``.  tests/test_record.py compares every record
+class of cudafix with ``dataclasses.dataclass`` of the same fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import reprlib
+
+_OWN = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__post_init__")
+
+
+class _HasFactory:
+    def __repr__(self) -> str:
+        return "<factory>"  # what inspect.signature shows, as for dataclasses' own sentinel
+
+
+_HAS_FACTORY = _HasFactory()
+
+
+def record(cls=None, *, frozen: bool = False):  # type: ignore[no-untyped-def]
+    """``@record`` / ``@record(frozen=True)``: ``@dataclasses.dataclass`` (same arguments), faster."""
+    if cls is None:
+        return lambda c: record(c, frozen=frozen)
+    if not _covered(cls):
+        return dataclasses.dataclass(cls, frozen=frozen)
+    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    fields = [f for f in cls.__dataclass_fields__.values() if f._field_type is dataclasses._FIELD]  # type: ignore[attr-defined]
+    if len(fields) != len(cls.__dataclass_fields__) or any(getattr(f, "kw_only", False) for f in fields):
+        raise TypeError("record %s: ClassVar, InitVar or keyword-only fields: use dataclasses.dataclass" % cls.__name__)
+    _build(cls, fields, frozen)
+    p = cls.__dataclass_params__
+    p.init = p.repr = p.eq = True
+    p.frozen = frozen
+    return cls
+
+
+def _covered(cls: type) -> bool:
+    own = cls.__dict__
+    special = any(w in str(t) for t in own.get("__annotations__", {}).values() for w in ("ClassVar", "InitVar", "KW_ONLY"))
+    return bool(own.get("__doc__")) and not special and not any(n in own for n in _OWN) \
+        and not any(hasattr(b, "__dataclass_fields__") for b in cls.__mro__[1:])
+
+
+def _build(cls: type, fields: list, frozen: bool) -> None:
+    g = {"__HAS_FACTORY": _HAS_FACTORY, "__setobj": object.__setattr__}
+    params, body, seen_default = ["self"], [], False
+    for f in fields:
+        n = f.name
+        has_factory = f.default_factory is not dataclasses.MISSING
+        if f.init:
+            if has_factory:
+                g["__f_" + n] = f.default_factory
+                params.append("%s=__HAS_FACTORY" % n)
+                value = "__f_%s() if %s is __HAS_FACTORY else %s" % (n, n, n)
+                seen_default = True
+            elif f.default is not dataclasses.MISSING:
+                g["__d_" + n] = f.default
+                params.append("%s=__d_%s" % (n, n))
+                value = n
+                seen_default = True
+            else:
+                if seen_default:
+                    raise TypeError("non-default argument %r follows default argument" % n)
+                params.append(n)
+                value = n
+        elif has_factory:
+            g["__f_" + n] = f.default_factory
+            value = "__f_%s()" % n
+        else:
+            continue  # init=False with a plain default: the class attribute serves
+        body.append("  __setobj(self, %r, %s)" % (n, value) if frozen else "  self.%s = %s" % (n, value))
+    exec("\n".join(["def __init__(%s):" % ", ".join(params)] + (body or ["  pass"])), g)  # noqa: S102 (field names only)
+    init = g["__init__"]
+    init.__annotations__ = dict({f.name: f.type for f in fields if f.init}, **{"return": None})
+    methods = {"__init__": init,
+               "__repr__": reprlib.recursive_repr()(_repr_fn(tuple(f.name for f in fields if f.repr))),
+               "__eq__": _eq_fn(tuple(f.name for f in fields if f.compare))}
+    if frozen:
+        names = tuple(f.name for f in fields)
+        methods["__hash__"] = _hash_fn(tuple(f.name for f in fields if (f.hash is None and f.compare) or f.hash))
+        methods["__setattr__"], methods["__delattr__"] = _frozen_fns(cls, names)
+    for name, fn in methods.items():
+        fn.__qualname__ = "%s.%s" % (cls.__qualname__, name)
+        setattr(cls, name, fn)
+    if not frozen:
+        cls.__hash__ = None  # type: ignore[assignment]  (eq without frozen: unhashable, as dataclasses makes it)
+
+
+# The other methods are closures over the field names: nothing to compile per class.  Each gives
+# what dataclasses' generated method gives: "Cls(a=1, b='x')" (repr() of each value), equality of
+# the field tuples between instances of the same class, hash of that tuple, FrozenInstanceError.
+
+def _repr_fn(names):  # type: ignore[no-untyped-def]
+    def __repr__(self):  # type: ignore[no-untyped-def]
+        return self.__class__.__qualname__ + "(" + ", ".join("%s=%r" % (n, getattr(self, n)) for n in names) + ")"
+    return __repr__
+
+
+def _eq_fn(names):  # type: ignore[no-untyped-def]
+    def __eq__(self, other):  # type: ignore[no-untyped-def]
+        if other.__class__ is self.__class__:
+            return tuple([getattr(self, n) for n in names]) == tuple([getattr(other, n) for n in names])
+        return NotImplemented
+    return __eq__
+
+
+def _hash_fn(names):  # type: ignore[no-untyped-def]
+    def __hash__(self):  # type: ignore[no-untyped-def]
+        return hash(tuple([getattr(self, n) for n in names]))
+    return __hash__
+
+
+def _frozen_fns(cls, names):  # type: ignore[no-untyped-def]
+    def __setattr__(self, name, value):  # type: ignore[no-untyped-def]
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError("cannot assign to field %r" % (name,))
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self, name):  # type: ignore[no-untyped-def]
+        if type(self) is cls or name in names:
+            raise dataclasses.FrozenInstanceError("cannot delete field %r" % (name,))
+        super(cls, self).__delattr__(name)
+    return __setattr__, __delattr__

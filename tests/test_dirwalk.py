@@ -1,0 +1,132 @@
+"""The extension scan's warm path (issue 23): one stat per directory, no scandir, and still every
+change seen.  Truth: an independent os.walk of the same tree (what a fresh, uncached scan must
+find), and the calls counted on the real filesystem."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pytest
+
+from cudafix.probes import dirwalk, extensions
+
+OLD = time.time() - 3600  # an mtime older than the racy window: a listing of it may be cached
+
+
+def _truth(root: str, max_depth: int):
+    """What the walk must yield, by os.walk: every candidate file, depth-limited, skip rules applied."""
+    out = set()
+    for d, dns, fns in os.walk(root):
+        depth = 0 if d == root else os.path.relpath(d, root).count(os.sep) + 1
+        dns[:] = [n for n in dns if n not in dirwalk.SKIP_DIRS and not n.endswith((".dist-info", ".egg-info"))
+                  and not os.path.islink(os.path.join(d, n)) and depth + 1 < max_depth]
+        for n in fns:
+            p = os.path.join(d, n)
+            if extensions.is_shared_object_name(n) and os.path.isfile(p):
+                out.add((p, os.path.realpath(p)))
+    return out
+
+
+def _age(root: str) -> None:
+    for d, _dns, _fns in os.walk(root):
+        os.utime(d, (OLD, OLD))
+
+
+def _tree(root) -> str:
+    for rel in ("a/lib_x.so", "a/b/c/_C.cpython-311-x86_64-linux-gnu.so", "a/b/readme.txt", "torch/lib/libtorch.so",
+                "pkg.dist-info/x.so", "d/e/f/g/deep.so", "libtop.so.1"):
+        p = os.path.join(str(root), rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "wb") as fh:
+            fh.write(b"\x7fELF")
+    os.symlink(os.path.join(str(root), "a", "lib_x.so"), os.path.join(str(root), "d", "link.so"))
+    os.symlink(os.path.join(str(root), "a"), os.path.join(str(root), "dirlink"))  # never entered
+    return str(root)
+
+
+def _walk(root: str, cache_dir: str, depth: int = 4):
+    c = dirwalk.DirCache(cache_dir, extensions.is_shared_object_name)
+    got = list(dirwalk.walk(root, depth, c))
+    c.save()
+    return got
+
+
+class _Count:
+    def __init__(self, monkeypatch) -> None:
+        self.n = 0
+        real = os.scandir
+
+        def counted(*a, **k):
+            self.n += 1
+            return real(*a, **k)
+
+        monkeypatch.setattr(os, "scandir", counted)
+
+
+def test_walk_matches_os_walk_cold_and_warm(tmp_path):
+    root = _tree(tmp_path / "site")
+    _age(root)
+    cache = str(tmp_path / "cache")
+    cold = _walk(root, cache)
+    assert set(cold) == _truth(root, 4) and len(cold) == len(set(cold))
+    assert ("%s/d/link.so" % root, "%s/a/lib_x.so" % root) in cold  # a symlinked file: its target
+    assert _walk(root, cache) == cold  # warm: the same, in the same order
+
+
+def test_warm_scan_reads_no_directory(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "site")
+    _age(root)
+    cache = str(tmp_path / "cache")
+    _walk(root, cache)
+    n = _Count(monkeypatch)
+    _walk(root, cache)
+    assert n.n == 0
+
+
+@pytest.mark.parametrize("change", ["add", "remove", "rename", "new-subdir", "dir-to-file"])
+def test_every_change_is_seen(tmp_path, change):
+    root = _tree(tmp_path / "site")
+    _age(root)
+    cache = str(tmp_path / "cache")
+    _walk(root, cache)
+    if change == "add":
+        open(os.path.join(root, "a", "b", "c", "libnew.so"), "wb").close()
+    elif change == "remove":
+        os.unlink(os.path.join(root, "a", "lib_x.so"))
+    elif change == "rename":
+        os.rename(os.path.join(root, "libtop.so.1"), os.path.join(root, "libtop.so.2"))
+    elif change == "new-subdir":
+        os.makedirs(os.path.join(root, "a", "n"))
+        open(os.path.join(root, "a", "n", "libn.so"), "wb").close()
+    else:
+        shutil.rmtree(os.path.join(root, "a", "b"))
+        open(os.path.join(root, "a", "b"), "wb").close()
+    # the walk yields candidates; its caller stats each one (a dangling symlink is dropped there)
+    assert {x for x in _walk(root, cache) if os.path.isfile(x[1])} == _truth(root, 4)
+
+
+def test_racy_directory_is_listed_again(tmp_path, monkeypatch):
+    root = _tree(tmp_path / "site")  # just made: inside the racy window, so not cached
+    cache = str(tmp_path / "cache")
+    _walk(root, cache)
+    n = _Count(monkeypatch)
+    _walk(root, cache)
+    assert n.n > 0
+
+
+def test_probe_extensions_warm_does_no_scandir(tmp_path, monkeypatch):
+    """The whole scan (public entry point): a second scan of an unchanged env lists no directory.
+    Fails on 51656f0, whose walk read every directory on every run."""
+    root = _tree(tmp_path / "site")
+    _age(root)
+    cache = str(tmp_path / "cache")
+    os.makedirs(cache)
+    env = {"HOME": str(tmp_path / "home")}
+    first = extensions.probe_extensions([root], env, cache_dir=cache)
+    n = _Count(monkeypatch)
+    second = extensions.probe_extensions([root], env, cache_dir=cache)
+    assert n.n == 0
+    assert [m.path for m in second.modules] == [m.path for m in first.modules]
+    assert second.files_seen == first.files_seen == len(_truth(root, extensions.MAX_DEPTH_OTHER)) - 1  # link.so = lib_x.so
