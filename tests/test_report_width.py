@@ -3,7 +3,7 @@ as the CLI prints them, for every snapshot fixture in the repository and every r
 
 A line may run over only where it cannot be broken without breaking what it holds: one path,
 URL or other unbroken token (with nothing but its label or bullet before it), a shell command
-line (`$ ...`, it must paste as one command), and explain's verbatim quotes (the exact error
+line (`$ ...` or a plan step `N. $ ...`, it must paste as one command), and explain's verbatim quotes (the exact error
 texts users search for, and the sources)."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def overflows(text: str, verbatim=()) -> list:
     bad = []
     for line in text.splitlines():
         plain = ANSI.sub("", line)
-        if len(plain) <= WIDTH or plain.lstrip().startswith("$ ") or plain.strip() in verbatim:
+        if len(plain) <= WIDTH or re.match(r"\s*(\d+\.\s+)?\$ ", plain) or plain.strip() in verbatim:
             continue
         longest = max(plain.split(), key=len)
         rest = plain.replace(longest, "", 1).rstrip()

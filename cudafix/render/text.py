@@ -188,14 +188,18 @@ def _hang(line: str) -> int:
     return hang if hang <= WIDTH // 2 else lead + 4
 
 
+# a shell command line: "$ cmd", a plan step "3. $ cmd", fix --apply's "[2/3] $ cmd"
+_COMMAND_LINE = re.compile(r"^\s*(?:\d+\.\s+|\[\d+/\d+\]\s+)?\$ ")
+
+
 def fit_lines(lines: Iterable[str], width: int = WIDTH, hang: Optional[int] = None) -> List[str]:
     """Each line longer than ``width`` (colour codes not counted) wrapped at spaces with a hanging
     indent.  A word longer than the room left (a path, a URL) stays whole and runs over; a shell
-    command line (``$ ...``) is kept whole, so that it pastes as one command.  ``hang``: the
+    command line (``$ ...``, a plan step ``N. $ ...``) is kept whole, so that it pastes as one command.  ``hang``: the
     continuation column (default: under the text the line's label, bullet or tag introduces)."""
     out: List[str] = []
     for line in lines:
-        if visible_len(line) <= width or line.lstrip().startswith("$ "):
+        if visible_len(line) <= width or _COMMAND_LINE.match(line):
             out.append(line)
             continue
         at = _hang(line) if hang is None else hang
