@@ -415,7 +415,7 @@ _HINTS: Dict[type, Dict[str, Any]] = {}
 
 def _hints(cls: type) -> Dict[str, Any]:
     if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[__name__]))
+        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))  # its own module (model.platform too)
     return _HINTS[cls]
 
 
