@@ -246,9 +246,9 @@ def prefix(tmp_path_factory):
     p = cr.make_prefix(tmp_path_factory.mktemp("hostile") / "env")
     cr.set_findings(p, [
         Finding(rule="cuda-home-mismatch", severity="warning", message="m",
-                fix=Fix(summary="set CUDA_HOME", auto=True, scope="activation", env=EnvPatch((EnvOp("set", "CUDA_HOME", "/opt/cuda"),)))),
+                fix=Fix(summary="set CUDA_HOME", auto=True, applies_in="activation", env=EnvPatch((EnvOp("set", "CUDA_HOME", "/opt/cuda"),)))),
         Finding(rule="jit-cache-disabled", severity="warning", message="m",
-                fix=Fix(summary="unset CUDA_CACHE_DISABLE", auto=True, scope="both", env=EnvPatch((EnvOp("unset", "CUDA_CACHE_DISABLE"),)))),
+                fix=Fix(summary="unset CUDA_CACHE_DISABLE", auto=True, applies_in="both", env=EnvPatch((EnvOp("unset", "CUDA_CACHE_DISABLE"),)))),
     ])
     return p
 

@@ -30,7 +30,7 @@ NO_CACHE = {"home-unset": ({}, ("HOME",)), "cache-uncreatable": ({"XDG_CACHE_HOM
 def prefix(tmp_path_factory):
     p = cr.make_prefix(tmp_path_factory.mktemp("nocache") / "env '\"$(touch x) \u00fc")
     cr.set_findings(p, [Finding(rule="cuda-home-mismatch", severity="warning", message="m",
-                                fix=Fix(summary="set CUDA_HOME (matches torch)", auto=True, scope="activation",
+                                fix=Fix(summary="set CUDA_HOME (matches torch)", auto=True, applies_in="activation",
                                         env=EnvPatch((EnvOp("set", "CUDA_HOME", "/opt/cuda '!0"),))))])
     return p
 

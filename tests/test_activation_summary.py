@@ -23,7 +23,7 @@ def prefix(tmp_path_factory):
     cr.set_findings(p, [
         Finding(rule="lib-shadowed", severity="error", message=SHADOW_MSG, subject="libnvJitLink.so.12",
                 fix=Fix(summary="load torch's own libnvJitLink.so.12 and drop %s from LD_LIBRARY_PATH on activation" % SHADOW_DIR,
-                        auto=True, scope="both", env=EnvPatch((EnvOp("remove-path", "LD_LIBRARY_PATH", SHADOW_DIR),)))),
+                        auto=True, applies_in="both", env=EnvPatch((EnvOp("remove-path", "LD_LIBRARY_PATH", SHADOW_DIR),)))),
         Finding(rule="cuda-home-mismatch", severity="warning", message=HOME_MSG, subject="CUDA_HOME",
                 fix=Fix(summary="install a CUDA 12.4 toolkit (nvcc) and point CUDA_HOME at it")),
     ])

@@ -123,7 +123,7 @@ def test_warm_child_never_imports_from_the_current_directory(tmp_path, monkeypat
     _plant(cwd, marker)
     monkeypatch.chdir(cwd)
     snap = _warm_snapshot(tmp_path)
-    (t,) = warm.plan(snap)
+    (t,) = warm.targets(snap)
     t.modules = []  # nothing to load: only the child's own imports run
     env = dict(os.environ, CUDA_CACHE_PATH=str(tmp_path / "cache"), PYTHONPATH="")
     res = warmrun.run_child(sys.executable, t, snap, env, timeout=120)

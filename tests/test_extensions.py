@@ -312,7 +312,7 @@ def _h200_snap(paths):
 
 def test_warm_plan(plain_modules):
     snap = _h200_snap([plain_modules["ptx75-static"], plain_modules["sm80-shared"], plain_modules["multi-plain"]])
-    (t,) = warm.plan(snap)
+    (t,) = warm.targets(snap)
     by = {os.path.basename(m.path): m for m in t.modules}
     # sm80-only: nothing to JIT (no code at all: ext-arch-unsupported); multi: sm_90 SASS, no JIT.
     assert set(by) == {"libcfx_ptx75.so"}
@@ -331,7 +331,7 @@ def test_warm_child_failure_is_never_recorded_as_warm(ext_cu, tmp_path):
     snap.extensions.scanned = True
     snap.extensions.modules = [ExtensionModule(path=ext_cu, ptx=["compute_75"], ptx_bytes={"compute_75": 1000},
                                                cudart="13", cudart_linkage="shared", torch_linked=True)]
-    (t,) = warm.plan(snap)
+    (t,) = warm.targets(snap)
     env = dict(os.environ, CUDA_CACHE_PATH=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
     res = warmrun.run_child(str(_venv("torch-cu")), t, snap, env, timeout=300)
     assert res["ok"] is False and res["error"]
@@ -364,7 +364,7 @@ SNAPS = REPO / "tests" / "fixtures" / "snapshots"
 def test_warm_plan_takes_torch_itself_when_torch_needs_jit():
     # conda torch 1.10 cu113 on an H100: compute_37 PTX only for sm_90 (docs/yolov9.md)
     snap = Snapshot.load(str(SNAPS.parent / "yolov9" / "yolov9-h100-conda-cudahome.json"))
-    (t,) = warm.plan(snap)
+    (t,) = warm.targets(snap)
     assert t.cc == "9.0"
     assert [m.via for m in t.modules] and all(m.via == "import torch" and m.warmable for m in t.modules)
     # the generated fixture carries the generator's PTX-size estimate (stated in its found_via) ...
@@ -372,7 +372,7 @@ def test_warm_plan_takes_torch_itself_when_torch_needs_jit():
     # ... without PTX sizes (a transcribed report), no time estimate is claimed
     for a in snap.torch[0].arch:
         a.ptx_bytes, a.largest_ptx_bytes = {}, None
-    (t0,) = warm.plan(snap)
+    (t0,) = warm.targets(snap)
     assert not t0.size_known and "no time estimate" in t0.describe()
     assert warm.child_spec(t, snap)["import_torch"] is True
     assert warm.child_spec(t, snap)["cudarts"] == ["libcudart.so.11"]
@@ -380,7 +380,7 @@ def test_warm_plan_takes_torch_itself_when_torch_needs_jit():
 
 def test_warm_plan_on_the_recorded_h200_ptx_extension():
     snap = Snapshot.load(str(SNAPS / "h200_ext_ptx_jit.json"))
-    (t,) = warm.plan(snap)
+    (t,) = warm.targets(snap)
     (m,) = t.modules
     assert m.warmable and m.via == "dlopen" and m.ptx_bytes == 1187026 and m.cudart == "libcudart.so.13"
     spec = warm.child_spec(t, snap)
@@ -416,12 +416,12 @@ def test_activation_starts_warm_with_the_environment_the_shell_will_have(monkeyp
     # (arch-ptx-jit raises CUDA_CACHE_MAXSIZE), and nothing starts without a PTX-JIT finding.
     from cudafix.model.findings import Finding
     from cudafix.activation import runtime as activation
-    from cudafix.activation.shells import Plan
+    from cudafix.activation.shells import ActivationPlan
 
     calls = []
     monkeypatch.setattr(warmrun, "start_background", lambda snap, rules_, env, cache_dir, python=None: calls.append((rules_, env)))
     snap = Snapshot()
-    plan = Plan(changes=(("CUDA_CACHE_MAXSIZE", "4294967296"), ("CUDA_HOME", None)))
+    plan = ActivationPlan(changes=(("CUDA_CACHE_MAXSIZE", "4294967296"), ("CUDA_HOME", None)))
     env = {"CUDA_HOME": "/x", "HOME": "/h"}
     activation._start_warm(snap, [Finding("cuda-home-mismatch", "error", "m")], plan, env)
     assert calls == []

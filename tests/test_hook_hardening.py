@@ -157,7 +157,7 @@ def test_root_never_follows_another_users_link(shared, two_users, tmp_path, link
 
 def _preload_finding(lib):
     return {"rule": "lib-shadowed", "severity": "error", "message": "libcfxtest.so.1 is shadowed",
-            "fix": {"summary": "load torch's own libcfxtest.so.1", "auto": True, "scope": "process",
+            "fix": {"summary": "load torch's own libcfxtest.so.1", "auto": True, "applies_in": "process",
                     "preload": [{"soname": "libcfxtest.so.1", "path": str(lib)}]}}
 
 

@@ -23,7 +23,7 @@ from tests.test_startup_helpers import clean_env, make_venv, run, stub_torch, wr
 
 OTHER = 65534  # nobody: a uid that is not ours (chown needs root)
 PLANT = [{"rule": "cuda-home-mismatch", "severity": "warning", "message": "CUDA_HOME is wrong",
-          "fix": {"summary": "set CUDA_HOME=/hostile", "auto": True, "scope": "process",
+          "fix": {"summary": "set CUDA_HOME=/hostile", "auto": True, "applies_in": "process",
                   "env": [{"op": "set", "name": "CUDA_HOME", "value": "/hostile"}]}}]
 SHOW = "import torch, os, sys; sys.stdout.write('ok %s' % os.environ.get('CUDA_HOME'))"
 

@@ -105,7 +105,7 @@ def no_driver() -> Snapshot:
 SHADOW_FIX = Fix(
     summary="drop /usr/local/cuda-12.1/lib64 from LD_LIBRARY_PATH and preload torch's own libnvJitLink",
     auto=True,
-    scope="both",
+    applies_in="both",
     env=EnvPatch((EnvOp("remove-path", "LD_LIBRARY_PATH", "/usr/local/cuda-12.1/lib64"),)),
     preload=(Preload("libnvJitLink.so.12", OWN_JITLINK),),
 )

@@ -26,8 +26,8 @@ HOSTILE = "'\";&&$(touch x) `touch y` \n\u00fc \\ $HOME * !0 !!"
 PREFIX_NAME = "my env '\";&&$(touch x) \u00fc"
 
 
-def _finding(rule, ops, summary="fix", severity="warning", auto=True, scope="activation"):
-    return Finding(rule=rule, severity=severity, message=rule, fix=Fix(summary=summary, auto=auto, scope=scope, env=EnvPatch(tuple(ops))))
+def _finding(rule, ops, summary="fix", severity="warning", auto=True, applies_in="activation"):
+    return Finding(rule=rule, severity=severity, message=rule, fix=Fix(summary=summary, auto=auto, applies_in=applies_in, env=EnvPatch(tuple(ops))))
 
 
 def _backdate(prefix: pathlib.Path) -> None:
@@ -76,7 +76,7 @@ def test_matrix_restores_exactly(shell, state, target, prefix, home, tmp_path):
     value = "/usr/local/cuda-11.3" if target == "plain" else HOSTILE + "/cuda"
     cr.set_findings(prefix, [
         _finding("cuda-home-mismatch", [EnvOp("set", "CUDA_HOME", value)], "set CUDA_HOME (matches torch 1.10.0+cu113)"),
-        _finding("lib-shadowed", [EnvOp("remove-path", "LD_LIBRARY_PATH", "/usr/local/cuda-12.1/lib64")], scope="both"),
+        _finding("lib-shadowed", [EnvOp("remove-path", "LD_LIBRARY_PATH", "/usr/local/cuda-12.1/lib64")], applies_in="both"),
         _finding("jit-cache-disabled", [EnvOp("unset", "CUDA_CACHE_DISABLE")]),
         Finding(rule="other", severity="warning", message="advice only"),
     ])
@@ -273,10 +273,10 @@ def test_shellcheck_posix_clean():
 
 
 def test_shellcheck_posix_clean_cache_file(tmp_path):
-    from cudafix.activation.shells import Guard, Plan, sh
+    from cudafix.activation.shells import Guard, ActivationPlan, sh
 
     g = Guard(values=(("CUDA_HOME", None), ("LD_LIBRARY_PATH", HOSTILE)), newer=("/usr/local",), absent=("/nope",))
-    plan = Plan(changes=(("CUDA_HOME", HOSTILE), ("CUDA_CACHE_DISABLE", None)), summary="cudafix: x")
+    plan = ActivationPlan(changes=(("CUDA_HOME", HOSTILE), ("CUDA_CACHE_DISABLE", None)), summary="cudafix: x")
     f = tmp_path / "activate.sh"
     f.write_text(sh.cache(g, plan, "0"))
     p = subprocess.run([shutil.which("shellcheck") or "shellcheck", "-s", "sh", str(f)], capture_output=True, text=True)

@@ -53,16 +53,16 @@ def test_quote_round_trips(shell, values, tmp_path):
 
 # -- the plan ----------------------------------------------------------------------------------
 
-def _f(rule, ops, summary="x", auto=True, scope="activation", severity="warning"):
-    return Finding(rule=rule, severity=severity, message=rule, fix=Fix(summary=summary, auto=auto, scope=scope, env=EnvPatch(tuple(ops))))
+def _f(rule, ops, summary="x", auto=True, applies_in="activation", severity="warning"):
+    return Finding(rule=rule, severity=severity, message=rule, fix=Fix(summary=summary, auto=auto, applies_in=applies_in, env=EnvPatch(tuple(ops))))
 
 
 def test_plan_final_values_and_summary():
     env = {"CUDA_HOME": "/usr/local/cuda", "LD_LIBRARY_PATH": "/usr/local/cuda-12.1/lib64:/opt/x", "CUDA_VISIBLE_DEVICES": ""}
     found = [
         _f("cuda-home-mismatch", [EnvOp("set", "CUDA_HOME", "/usr/local/cuda-11.3")], "Set CUDA_HOME (matches torch 1.10.0+cu113)"),
-        _f("lib-shadowed", [EnvOp("remove-path", "LD_LIBRARY_PATH", "/usr/local/cuda-12.1/lib64")], scope="both"),
-        _f("process-only", [EnvOp("set", "CUDA_MODULE_LOADING", "LAZY")], scope="process"),
+        _f("lib-shadowed", [EnvOp("remove-path", "LD_LIBRARY_PATH", "/usr/local/cuda-12.1/lib64")], applies_in="both"),
+        _f("process-only", [EnvOp("set", "CUDA_MODULE_LOADING", "LAZY")], applies_in="process"),
         _f("advice", [EnvOp("set", "X", "1")], auto=False, severity="error"),
         _f("path-is-conda's", [EnvOp("prepend-path", "PATH", "/opt/cuda/bin")]),
         Finding(rule="info", severity="info", message="fine"),
@@ -97,7 +97,7 @@ def test_plan_on_recorded_yolov9_h100():
 
 
 def test_plan_all_well_is_silent():
-    assert activation.plan_from_findings([], {"CUDA_HOME": "/x"}) == shells.Plan()
+    assert activation.plan_from_findings([], {"CUDA_HOME": "/x"}) == shells.ActivationPlan()
     # a safe fix that changes nothing: no change, but the finding still counts
     plan = activation.plan_from_findings([_f("r", [EnvOp("set", "CUDA_HOME", "/x")])], {"CUDA_HOME": "/x"})
     assert plan.changes == () and plan.summary == "cudafix: r: r \u2014 cudafix status"
@@ -105,9 +105,9 @@ def test_plan_all_well_is_silent():
 
 def test_plan_refuses_unmanageable_names():
     with pytest.raises(ValueError):
-        shells.Plan(changes=(("PATH", "/x"),))
+        shells.ActivationPlan(changes=(("PATH", "/x"),))
     with pytest.raises(ValueError):
-        shells.Plan(changes=(("A;B", "/x"),))
+        shells.ActivationPlan(changes=(("A;B", "/x"),))
 
 
 def test_restored_env_matches_the_shells(tmp_path):

@@ -192,18 +192,18 @@ TORCH_LIB = os.path.realpath("/usr/lib/x86_64-linux-gnu/libc.so.6")
 SHADOW = Finding(
     rule="lib-shadowed", severity="error",
     message="libnvJitLink.so.12 is shadowed: /old/libnvJitLink.so.12 12.3.101 wins over torch's /sp/nvidia/nvjitlink/lib/libnvJitLink.so.12 12.4.127",
-    fix=Fix(summary="load torch's own libnvJitLink.so.12", auto=True, scope="both",
+    fix=Fix(summary="load torch's own libnvJitLink.so.12", auto=True, applies_in="both",
             env=EnvPatch((EnvOp(REMOVE_PATH, "LD_LIBRARY_PATH", "/old"),)),
             preload=(Preload("libnvJitLink.so.12", TORCH_LIB),)),
 )
 JIT = Finding(rule="jit-cache-too-small", severity="warning", message="the JIT cache (256 MiB) cannot hold the PTX",
-              fix=Fix(summary="raise CUDA_CACHE_MAXSIZE", auto=True, scope="both",
+              fix=Fix(summary="raise CUDA_CACHE_MAXSIZE", auto=True, applies_in="both",
                       env=EnvPatch((EnvOp(SET, "CUDA_CACHE_MAXSIZE", "4294967296"),))))
 ADVICE = Finding(rule="driver-too-old", severity="error", message="driver 535 supports CUDA <= 12.2",
                  fix=Fix(summary="install torch built for cu121", commands=("pip install ...",)))
 INFO = Finding(rule="device-order", severity="info", message="mixed GPUs")
 ACTIVATION_ONLY = Finding(rule="x-activation", severity="warning", message="m",
-                          fix=Fix(summary="s", auto=True, scope="activation", env=EnvPatch((EnvOp(SET, "CUDA_HOME", "/c"),))))
+                          fix=Fix(summary="s", auto=True, applies_in="activation", env=EnvPatch((EnvOp(SET, "CUDA_HOME", "/c"),))))
 
 
 def test_plan_from_findings():

@@ -27,10 +27,10 @@ from tests.test_startup_helpers import (
 
 MODULES = "import sys; print(json.dumps(sorted(sys.modules)))"
 ALLOC = {"rule": "alloc-conf-invalid", "severity": "warning", "message": "PYTORCH_CUDA_ALLOC_CONF key bogus is unknown to torch 2.13",
-         "fix": {"summary": "drop the unknown key", "auto": True, "scope": "both",
+         "fix": {"summary": "drop the unknown key", "auto": True, "applies_in": "both",
                  "env": [{"op": "set", "name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:True"}]}}
 HOME_FIX = {"rule": "cuda-home-mismatch", "severity": "warning", "message": "CUDA_HOME toolkit /x (CUDA 12.1) does not match torch's CUDA 13.0",
-            "fix": {"summary": "set CUDA_HOME=/usr/local/cuda-13.0", "auto": True, "scope": "process",
+            "fix": {"summary": "set CUDA_HOME=/usr/local/cuda-13.0", "auto": True, "applies_in": "process",
                     "env": [{"op": "set", "name": "CUDA_HOME", "value": "/usr/local/cuda-13.0"}]}}
 PLAN = json.dumps([JIT.to_dict(), ALLOC, HOME_FIX, ADVICE.to_dict()])
 

@@ -100,7 +100,7 @@ def test_plan_and_status_say_what_is_skipped_and_why(case, tmp_path, ctor_so, ot
     from cudafix.warm import plan as warm
 
     f = _layout(tmp_path / "t", case, ctor_so, other)
-    (t,) = warm.plan(_snap(f))
+    (t,) = warm.targets(_snap(f))
     (m,) = t.modules
     lines = warm.plan_lines([t], _snap(f), {}, {"CUDA_CACHE_PATH": str(tmp_path / "nocache")})
     if case in REFUSED:
@@ -121,7 +121,7 @@ def test_child_never_loads_a_module_that_fails_the_check_at_load_time(case, tmp_
 
     f = _layout(tmp_path / "t", "ours", ctor_so, other)
     snap = _snap(f)
-    (t,) = warm.plan(snap)
+    (t,) = warm.targets(snap)
     assert t.modules[0].warmable
     _layout_change = {"file-of-another-user": lambda: os.chown(str(f), other.pw_uid, other.pw_gid),
                       "dir-others-can-write": lambda: f.parent.chmod(0o777), "ours": lambda: None}
@@ -161,7 +161,7 @@ def test_warm_status_names_the_module_it_will_not_load(tmp_path, other):
     snap = probes.take_snapshot(env=env)
     snap.gpus.gpus = [GPU(index=0, name="NVIDIA H200", compute_capability="9.0", uuid="GPU-x")]
     snap.gpus.visible = [0]
-    targets = warm.plan(snap)
+    targets = warm.targets(snap)
     lines = warm.plan_lines(targets, snap, warm.load_state(str(tmp_path / "state")), env)
     mine = [ln for ln in lines if str(ext / "ours" / so.name) in ln]
     theirs = [ln for ln in lines if "not loaded" in ln]

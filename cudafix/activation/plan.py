@@ -48,7 +48,7 @@ def manageable(name: str) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class ActivationPlan:
     """What activation does: final states (value, or None for unset), in order, and one line."""
 
     changes: Tuple[Tuple[str, Optional[str]], ...] = ()
@@ -146,7 +146,7 @@ def restored_env(env: Mapping[str, str]) -> Dict[str, str]:
 
 def _is_safe_for_activation(finding) -> bool:
     fix = finding.fix
-    return bool(fix and fix.auto and fix.scope in ("activation", "both") and fix.env)
+    return bool(fix and fix.auto and fix.applies_in in ("activation", "both") and fix.env)
 
 
 def _reason(summary: str) -> str:
@@ -174,7 +174,7 @@ def _problem(f) -> str:
 
 
 
-def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
+def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> ActivationPlan:
     """Apply, in order, the env parts of the safe fixes whose scope includes activation.
 
     The plan holds final values, so the shells never compute list edits themselves.  Ops on
@@ -217,7 +217,7 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Plan:
     if changes or tail:
         head = "; ".join([p for p in parts if changes] + tail)
         summary = one_line("cudafix: %s \u2014 cudafix status" % head)
-    return Plan(changes=changes, summary=summary)
+    return ActivationPlan(changes=changes, summary=summary)
 
 
 # -- what the plan depends on -------------------------------------------------------------------
@@ -255,7 +255,7 @@ def watch_paths(snapshot, prefix: Optional[str], env: Mapping[str, str]) -> List
     return seen[:MAX_WATCH]
 
 
-def guard_for(env: Mapping[str, str], plan: Plan, snapshot=None, prefix: Optional[str] = None) -> Guard:
+def guard_for(env: Mapping[str, str], plan: ActivationPlan, snapshot=None, prefix: Optional[str] = None) -> Guard:
     names: List[str] = list(KEY_VARS)
     extra: Iterable[str] = ()
     if snapshot is not None:

@@ -19,7 +19,7 @@ import time
 from typing import List, Mapping, Optional, Sequence
 
 from cudafix.activation.plan import (
-    Plan,
+    ActivationPlan,
     guard_for,
     plan_from_findings,
     restored_env,
@@ -173,7 +173,7 @@ def write_private_dir(text: str, name: str) -> str:
     return new_private_dir_file(name, text.encode("utf-8", "surrogateescape"), "cudafix-activate-")
 
 
-def _start_warm(snap, found, plan: Plan, env: Mapping[str, str]) -> None:
+def _start_warm(snap, found, plan: ActivationPlan, env: Mapping[str, str]) -> None:
     """PTX JIT applies (arch-ptx-jit / ext-ptx-jit): compile it now, in the background, with the
     environment the activated shell will have (cudafix/warm/runtime.py).  Never fails activation."""
     try:

@@ -50,7 +50,7 @@ def warm_cmd(status_only: bool, background: bool) -> None:
     except Exception as exc:
         click.echo("cudafix: error: cannot probe this environment: %s: %s" % (type(exc).__name__, exc), err=True)
         sys.exit(2)
-    targets = warm.plan(snap)
+    targets = warm.targets(snap)
     state = warm.load_state(cache_dir)
     if status_only:
         click.echo("\n".join(warm.plan_lines(targets, snap, state, env)))

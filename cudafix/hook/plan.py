@@ -42,7 +42,7 @@ def _one_line(text: str) -> str:
 
 def _in_process_ops(f: Finding) -> List[Tuple[str, str, str, Optional[str]]]:
     fix = f.fix
-    if not (fix and fix.auto and fix.scope in ("process", "both")):
+    if not (fix and fix.auto and fix.applies_in in ("process", "both")):
         return []
     return [(f.rule, op.op, op.name, op.value) for op in fix.env.ops
             if op.op in _ENV_OPS and op.name not in hookfp.LOADER_VARS and op.name]

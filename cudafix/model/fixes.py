@@ -91,13 +91,14 @@ class Fix:
     env: EnvPatch = EnvPatch()
     preload: tuple = ()  # tuple of Preload
     commands: tuple = ()  # exact commands for the user (advice), in order
-    scope: str = "both"  # where a safe fix applies: "activation" | "process" | "both"
+    # where a safe fix applies (not a Rule's scope, which says when the problem matters):
+    applies_in: str = "both"  # "activation" | "process" | "both"
 
     def to_dict(self) -> Dict[str, Any]:
         return {
             "summary": self.summary,
             "auto": self.auto,
-            "scope": self.scope,
+            "applies_in": self.applies_in,
             "env": [dataclasses.asdict(op) for op in self.env.ops],
             "preload": [dataclasses.asdict(p) for p in self.preload],
             "commands": list(self.commands),
@@ -108,7 +109,7 @@ class Fix:
         return cls(
             summary=d.get("summary", ""),
             auto=bool(d.get("auto", False)),
-            scope=d.get("scope", "both"),
+            applies_in=d.get("applies_in", "both"),
             env=EnvPatch(tuple(EnvOp(**op) for op in d.get("env", []))),
             preload=tuple(Preload(**p) for p in d.get("preload", [])),
             commands=tuple(d.get("commands", [])),

@@ -73,7 +73,7 @@ class Change:
 
 
 @record(frozen=True)
-class Plan:
+class FixPlan:
     python: str
     owner: str  # "pip" | "conda" | "" (no torch change)
     target: Optional[str] = None  # "torch 2.13.0+cu130"
@@ -362,7 +362,7 @@ def _torch_part(snap: Snapshot, ch: Choice) -> Dict[str, Any]:
                 after=ch.after)
 
 
-def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
+def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> FixPlan:
     """The one plan for ``snap`` (its findings from ``runs``, or a fresh run of every rule)."""
     if runs is None:
         from cudafix import rules
@@ -409,7 +409,7 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
         keeps.append("Python %s (%s)" % (snap.python.version, python))
     steps = list(part["steps"]) + [s for s in extra if s.text not in {x.text for x in part["steps"]}]
     number = {st.text: i for i, st in enumerate(steps, 1)}
-    return Plan(
+    return FixPlan(
         python=python,
         owner=part["owner"],
         target=part["target"],
@@ -427,7 +427,7 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Plan:
     )
 
 
-def plan_or_error(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Tuple[Optional[Plan], Optional[str]]:
+def plan_or_error(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> Tuple[Optional[FixPlan], Optional[str]]:
     """(plan, None), or (None, why) when no plan could be made: a report must never fail on it."""
     try:
         return make_plan(snap, runs), None

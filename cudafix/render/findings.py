@@ -7,7 +7,7 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple, Optional
 
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING, Finding, Rule, RuleRun
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET, Fix
-from cudafix.render.text import SCOPES, SEVERITY_ORDER, Out, fit_lines, plural, shell_value
+from cudafix.render.text import APPLIES_IN, SEVERITY_ORDER, Out, fit_lines, plural, shell_value
 
 
 def fix_lines(fix: Fix) -> List[str]:
@@ -30,7 +30,7 @@ def fix_lines(fix: Fix) -> List[str]:
             lines.append("  %s %s %s" % (op.op, op.name, op.value or ""))
     for p in fix.preload:
         lines.append("  preload %s (for %s)" % (p.path, p.soname))
-    lines.append("auto-fix: cudafix applies this %s" % SCOPES.get(fix.scope, fix.scope))
+    lines.append("auto-fix: cudafix applies this %s" % APPLIES_IN.get(fix.applies_in, fix.applies_in))
     return lines
 
 
@@ -93,7 +93,7 @@ def summary_line(runs: Sequence[RuleRun]) -> str:
 
 
 def findings_section(out: Out, runs: Sequence[RuleRun], plan=None) -> None:
-    """``plan``: the env's plan (cudafix.plans.planner.Plan): a finding it answers points there."""
+    """``plan``: the env's plan (cudafix.plans.planner.FixPlan): a finding it answers points there."""
     out.section("Findings: " + summary_line(runs))
     fs = sorted_findings(runs)
     for f in fs:

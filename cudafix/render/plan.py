@@ -1,14 +1,14 @@
-"""A plan (cudafix.plans.planner.Plan) as the user reads it: the report's "Plan" section and
+"""A plan (cudafix.plans.planner.FixPlan) as the user reads it: the report's "Plan" section and
 `cudafix fix`.  Every command line is printed once, exactly as it runs."""
 
 from __future__ import annotations
 
 from typing import List
 
-from cudafix.plans.planner import INSTALL, OTHER, SHELL, UNINSTALL, Plan
+from cudafix.plans.planner import INSTALL, OTHER, SHELL, UNINSTALL, FixPlan
 
 
-def plan_lines(plan: Plan, indent: str = "  ") -> List[str]:
+def plan_lines(plan: FixPlan, indent: str = "  ") -> List[str]:
     out: List[str] = []
     if not plan.steps and not plan.blockers:
         if plan.unresolved:

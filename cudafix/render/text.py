@@ -30,8 +30,8 @@ COLOURS = {
 RESET = "\033[0m"
 
 
-# Which scope a safe fix applies in, as the report says it.
-SCOPES = {
+# Where a safe fix applies (Fix.applies_in), as the report says it.
+APPLIES_IN = {
     "activation": "on `conda activate`",
     "process": "at `import torch`",
     "both": "on `conda activate` and at `import torch`",

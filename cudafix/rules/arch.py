@@ -314,7 +314,7 @@ def check_arch_ptx_jit(snap: Snapshot) -> Iterable[Outcome]:
             summary = "JIT cache raised to 4 GiB (CUDA_CACHE_MAXSIZE=%d); %s" % (CACHE_MAX, summary)
         if not cmds and notes:
             summary += "; " + notes[0]
-        fix = Fix(summary=summary, auto=bool(ops), env=EnvPatch(ops), commands=cmds, scope="both")
+        fix = Fix(summary=summary, auto=bool(ops), env=EnvPatch(ops), commands=cmds, applies_in="both")
         need_txt = (", cache needed ~%s" % fmt_bytes(f.ptx_need)) if f.ptx_need is not None else ""
         out.append(problem(
             "%s runs %s only through PTX JIT from %s: long stall at first use of each kernel%s" % (label, torch_label(t), "/".join(ptx), need_txt),
@@ -340,7 +340,7 @@ def check_jit_cache_too_small(snap: Snapshot) -> Iterable[Outcome]:
         # Safe: re-enabling the driver's JIT cache (in the user's own cache dir) only avoids
         # recompiling the same PTX at every start; it changes no result.
         fix = Fix(summary="enable the JIT cache (unset CUDA_CACHE_DISABLE)", auto=raw is not None,
-                  env=EnvPatch((EnvOp(UNSET, "CUDA_CACHE_DISABLE"),)) if raw is not None else EnvPatch(), scope="both")
+                  env=EnvPatch((EnvOp(UNSET, "CUDA_CACHE_DISABLE"),)) if raw is not None else EnvPatch(), applies_in="both")
         return [problem("the JIT cache is disabled%s: every process start JIT-compiles again" % (" (CUDA_CACHE_DISABLE=%s)" % raw if raw is not None else ""),
                         who + ["CUDA_CACHE_DISABLE=1 turns off the on-disk cache of JIT-compiled code"], fix=fix, subject="CUDA_CACHE")]
     if need is not None and need > CACHE_MAX:
@@ -356,7 +356,7 @@ def check_jit_cache_too_small(snap: Snapshot) -> Iterable[Outcome]:
         return [ok("cache size for the GPU's PTX JIT is reported and raised by arch-ptx-jit (%s)" % size_text, *who, subject="CUDA_CACHE")]
     # Safe: see arch-ptx-jit; an upper bound on the user's own on-disk cache.
     fix = Fix(summary="raise the JIT cache to 4 GiB (CUDA_CACHE_MAXSIZE=%d)" % CACHE_MAX, auto=True,
-              env=EnvPatch((EnvOp(SET, "CUDA_CACHE_MAXSIZE", str(CACHE_MAX)),)), scope="both")
+              env=EnvPatch((EnvOp(SET, "CUDA_CACHE_MAXSIZE", str(CACHE_MAX)),)), applies_in="both")
     return [problem("the JIT cache (%s) %s the %s of PTX to JIT" % (size_text, "cannot hold" if holds is False else "may not hold", fmt_bytes(need)),
                     who, fix=fix, subject="CUDA_CACHE")]
 

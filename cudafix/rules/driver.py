@@ -404,7 +404,7 @@ def check_forward_compat(snap: Snapshot) -> Iterable[Outcome]:
             parts.append("drop %s from LD_LIBRARY_PATH on activation" % compat_dir)
         if own:
             parts.append("load the driver's own %s" % own)
-        fix = Fix(summary="; ".join(parts), auto=True, env=EnvPatch(ops), preload=preload, scope="both")
+        fix = Fix(summary="; ".join(parts), auto=True, env=EnvPatch(ops), preload=preload, applies_in="both")
     else:
         fix = Fix(summary="remove %s from the loader path (LD_LIBRARY_PATH / /etc/ld.so.conf.d) so the driver's own libcuda %s is used" % (compat_dir, kv))
     return [problem("cuda-compat libcuda %s does not fit kernel module %s: CUDA init fails with error %d" % (cv, kv, code), ev, fix=fix, subject="libcuda")]

@@ -97,7 +97,7 @@ def shadowed(snap: Snapshot, include: Callable[[str], bool], what: str) -> List[
         summary = "load torch's own %s (%s)" % (r.soname, r.expected)
         if entry:
             summary += " and drop %s from LD_LIBRARY_PATH on activation" % entry
-        fix = Fix(summary=summary, auto=True, env=EnvPatch(ops), preload=(Preload(r.soname, r.expected),), scope="both")
+        fix = Fix(summary=summary, auto=True, env=EnvPatch(ops), preload=(Preload(r.soname, r.expected),), applies_in="both")
         if r.resolved_via == "LD_PRELOAD":
             # Loaded by ld.so before the interpreter starts: no preload in the process can undo it.
             rest = [e for e in snap.env.get("LD_PRELOAD", "").replace(":", " ").split()

@@ -204,7 +204,7 @@ def check_cuda_home(snap: Snapshot) -> Iterable[Outcome]:
             summary="point CUDA_HOME at %s (CUDA %s, as torch)" % (target, mm_str(want)),
             auto=True,
             env=EnvPatch((EnvOp(SET, "CUDA_HOME", target),)),
-            scope="both",
+            applies_in="both",
         )
     else:
         ev.append("no installed toolkit has CUDA %s" % mm_str(want))

@@ -311,7 +311,7 @@ def check_alloc_conf(snap: Snapshot) -> Iterable[Outcome]:
             # its first CUDA allocation, so the repaired value cannot be worse than the original.
             op = EnvOp(UNSET, name) if repaired == "" else EnvOp(SET, name, repaired)
             shown = "unset %s" % name if repaired == "" else "export %s=%s" % (name, shlex.quote(repaired))
-            fix = Fix(summary="`%s` (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), scope="both")
+            fix = Fix(summary="`%s` (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), applies_in="both")
         else:
             drop = {p.key for p in certain}
             kept = [(k, v) for k, v in alloc_conf.split_conf(value, tv) if k not in drop]
@@ -344,7 +344,7 @@ def _alloc_from_torch(name: str, value: str, tv: str, info: AllocConfKeys) -> Ou
         repaired = alloc_syntax.without(value, info.parser, rejected)
         op = EnvOp(UNSET, name) if repaired == "" else EnvOp(SET, name, repaired)
         shown = "unset %s" % name if repaired == "" else "export %s=%s" % (name, shlex.quote(repaired))
-        fix = Fix(summary="`%s` (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), scope="both")
+        fix = Fix(summary="`%s` (keys torch %s rejects dropped)" % (shown, tv), auto=True, env=EnvPatch((op,)), applies_in="both")
     elif certain:
         kept = alloc_syntax.without(value, info.parser, [i.key for i in certain])
         cmd = "unset %s" % name if not kept else "export %s=%s" % (name, shlex.quote(kept))

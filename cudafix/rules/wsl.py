@@ -148,7 +148,7 @@ def check_unversioned(snap: Snapshot) -> Iterable[Outcome]:
         [why, "dlopen(\"libcuda.so\"): %s" % w.unversioned_via,
          "ld.so.cache has only the soname libcuda.so.1 for %s (ldconfig caches sonames, not the libcuda.so name)" % WSL_LIB],
         fix=Fix(summary="put %s first on LD_LIBRARY_PATH (activation does it; by hand: export LD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH})" % (WSL_LIB, WSL_LIB),
-                auto=True, env=EnvPatch((EnvOp(PREPEND_PATH, "LD_LIBRARY_PATH", WSL_LIB),)), scope="activation"),
+                auto=True, env=EnvPatch((EnvOp(PREPEND_PATH, "LD_LIBRARY_PATH", WSL_LIB),)), applies_in="activation"),
         severity=ERROR, subject="wsl")]
 
 
@@ -185,7 +185,7 @@ def _shadow_fix(snap: Snapshot, shadows: List[WslFile]) -> Fix:
                         % f.path.rsplit("/", 1)[0])
     # Safe: the Linux driver's and the stub's libcuda cannot drive a WSL GPU at all; the mapped one can.
     return Fix(summary="load the Windows driver's %s first%s" % (WSL_LIBCUDA, " and drop the shadowing LD_LIBRARY_PATH entries on activation" if ops else ""),
-               auto=True, env=EnvPatch(ops), preload=(Preload("libcuda.so.1", WSL_LIBCUDA),), scope="both",
+               auto=True, env=EnvPatch(ops), preload=(Preload("libcuda.so.1", WSL_LIBCUDA),), applies_in="both",
                commands=tuple(cmds))
 
 

@@ -106,7 +106,7 @@ def load_refusal(path: str, owners: Sequence[int], at_load: bool = True) -> Opti
     return None if why is None else "not loaded: %s (a module another user owns or can write never is)" % why
 
 
-def plan(snap: Snapshot) -> List[WarmTarget]:
+def targets(snap: Snapshot) -> List[WarmTarget]:
     """What needs PTX JIT on each visible GPU architecture: from the snapshot, plus the trust check
     of each module to dlopen on this machine (:func:`load_refusal`)."""
     targets: Dict[str, WarmTarget] = {}

@@ -25,10 +25,10 @@ from cudafix.warm.plan import (
     load_refusal,
     child_spec,
     load_state,
-    plan,
     should_start,
     state_key,
 )
+from cudafix.warm.plan import targets as warm_targets
 
 CHILD = r"""
 import ctypes, json, os, sys, time
@@ -129,7 +129,7 @@ def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[
     is not warm yet for this env + GPU arch + driver.  Returns the log path, or None (nothing to do)."""
     if not should_start(finding_rules) or knobs.flag(env, "CUDAFIX_NO_WARM"):
         return None
-    targets = plan(snap)
+    targets = warm_targets(snap)
     state = load_state(cache_dir)
     cold = [t for t in targets if not all(is_warm(state, state_key(snap, t.cc, env), t, env).get(m.path) for m in t.modules if m.warmable)]
     if not cold or not any(m.warmable for t in cold for m in t.modules):

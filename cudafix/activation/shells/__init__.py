@@ -17,7 +17,7 @@ from cudafix.activation.plan import (  # noqa: E402,F401
     MANAGED,
     NAME_RE,
     Guard,
-    Plan,
+    ActivationPlan,
     encode_state,
     managed_words,
     manageable,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from cudafix.knowledge import knobs
-from cudafix.activation.shells import CACHE_FORMAT, Guard, Plan, encode_state, managed_words, names_of, one_line
+from cudafix.activation.shells import CACHE_FORMAT, Guard, ActivationPlan, encode_state, managed_words, names_of, one_line
 
 EXT = "csh"
 
@@ -79,7 +79,7 @@ def _echo(line: str) -> str:
     return QUIET + "if ( ! $_cudafix_q ) echo %s > /dev/stderr\nunset _cudafix_q\n" % quote(one_line(line).replace("\\", "/"))
 
 
-def apply(plan: Plan) -> str:
+def apply(plan: ActivationPlan) -> str:
     out: List[str] = []
     for name, value in plan.changes:
         out.append(
@@ -98,7 +98,7 @@ def apply(plan: Plan) -> str:
     return text
 
 
-def activate(plan: Plan) -> str:
+def activate(plan: ActivationPlan) -> str:
     return restore() + apply(plan)
 
 
@@ -110,7 +110,7 @@ def skipped(reason: str) -> str:
     return _echo("cudafix: skipped (%s)" % reason)
 
 
-def cache(guard: Guard, plan: Plan, version: str) -> str:
+def cache(guard: Guard, plan: ActivationPlan, version: str) -> str:
     """The guard file: flat code (csh mis-skips untaken if-blocks holding odd quoting, so no
     literal value ever sits inside a block).  Sets _cudafix_fresh when the cache is fresh."""
     out = [
@@ -143,7 +143,7 @@ def cache(guard: Guard, plan: Plan, version: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def cache_files(guard: Guard, plan: Plan, version: str) -> Dict[str, str]:
+def cache_files(guard: Guard, plan: ActivationPlan, version: str) -> Dict[str, str]:
     """Files of the cache, written in this order (the guard last)."""
     return {
         "apply.csh": "# cudafix %s activation cache: applied when activate.csh says fresh.\n" % version.replace("\n", " ") + apply(plan),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from cudafix.knowledge import knobs
-from cudafix.activation.shells import CACHE_FORMAT, Guard, Plan, encode_state, managed_words, names_of, one_line
+from cudafix.activation.shells import CACHE_FORMAT, Guard, ActivationPlan, encode_state, managed_words, names_of, one_line
 
 EXT = "fish"
 
@@ -59,7 +59,7 @@ def restore() -> str:
     return RESTORE
 
 
-def apply(plan: Plan) -> str:
+def apply(plan: ActivationPlan) -> str:
     out: List[str] = []
     for name, value in plan.changes:
         out.append("if set -q %s; set -gx _CUDAFIX_OLD_%s \"s:$%s\"; else; set -gx _CUDAFIX_OLD_%s u; end" % (name, name, name, name))
@@ -75,7 +75,7 @@ def apply(plan: Plan) -> str:
     return "".join(line + "\n" for line in out)
 
 
-def activate(plan: Plan) -> str:
+def activate(plan: ActivationPlan) -> str:
     return restore() + apply(plan)
 
 
@@ -87,7 +87,7 @@ def skipped(reason: str) -> str:
     return "contains -- (string lower -- \"$CUDAFIX_QUIET\") %s; and printf '%%s\\n' %s >&2\n" % (knobs.fish_off_words(), quote(one_line("cudafix: skipped (%s)" % reason)))
 
 
-def cache(guard: Guard, plan: Plan, version: str) -> str:
+def cache(guard: Guard, plan: ActivationPlan, version: str) -> str:
     conds = ["test \"$_cudafix_fmt\" = %s" % CACHE_FORMAT]
     for name, value in guard.values:
         if value is None:
@@ -163,5 +163,5 @@ def static_deactivate() -> str:
     )
 
 
-def cache_files(guard: Guard, plan: Plan, version: str) -> Dict[str, str]:
+def cache_files(guard: Guard, plan: ActivationPlan, version: str) -> Dict[str, str]:
     return {"activate.fish": cache(guard, plan, version)}

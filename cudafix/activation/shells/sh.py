@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from cudafix.knowledge import knobs
-from cudafix.activation.shells import CACHE_FORMAT, Guard, Plan, encode_state, managed_words, names_of, one_line
+from cudafix.activation.shells import CACHE_FORMAT, Guard, ActivationPlan, encode_state, managed_words, names_of, one_line
 
 EXT = "sh"
 
@@ -52,7 +52,7 @@ def restore() -> str:
     return RESTORE
 
 
-def apply(plan: Plan) -> str:
+def apply(plan: ActivationPlan) -> str:
     """Code that applies a plan (the previous activation, if any, already restored)."""
     out: List[str] = []
     for name, value in plan.changes:
@@ -76,7 +76,7 @@ def _unless_quiet(command: str) -> str:
     return "case ${CUDAFIX_QUIET-} in %s) %s ;; esac" % (knobs.sh_off_patterns(), command)
 
 
-def activate(plan: Plan) -> str:
+def activate(plan: ActivationPlan) -> str:
     """What `cudafix shell --shell sh --activate` prints (self-contained, for eval)."""
     return restore() + apply(plan) + ":\n"
 
@@ -89,7 +89,7 @@ def skipped(reason: str) -> str:
     return _unless_quiet("printf '%%s\\n' %s >&2" % quote(one_line("cudafix: skipped (%s)" % reason))) + "\n"
 
 
-def cache(guard: Guard, plan: Plan, version: str) -> str:
+def cache(guard: Guard, plan: ActivationPlan, version: str) -> str:
     """The cache file: sourced by the static activate script with $_cudafix_f = its own path."""
     conds = ['[ "${_cudafix_fmt-}" = %s ]' % CACHE_FORMAT]
     for name, value in guard.values:
@@ -181,5 +181,5 @@ def static_deactivate() -> str:
     )
 
 
-def cache_files(guard: Guard, plan: Plan, version: str) -> Dict[str, str]:
+def cache_files(guard: Guard, plan: ActivationPlan, version: str) -> Dict[str, str]:
     return {"activate.sh": cache(guard, plan, version)}
