@@ -173,3 +173,51 @@ def test_developer_tools_are_outside_the_package():
             bad.append(mod)
     assert not bad, "the package imports the developer tools: %s" % bad
     assert (REPO / "tools" / "__init__.py").exists()
+
+
+# Rules decide and renderers write: neither reads the machine.  What they need from the
+# filesystem is a probe's typed result in the Snapshot (docs/architecture.md).
+FS_CALLS = {
+    ("os", "stat"), ("os", "lstat"), ("os", "listdir"), ("os", "scandir"), ("os", "walk"), ("os", "open"),
+    ("os", "access"), ("os", "readlink"), ("os", "getcwd"),
+    ("path", "realpath"), ("path", "exists"), ("path", "lexists"), ("path", "isfile"), ("path", "isdir"),
+    ("path", "islink"), ("path", "getsize"), ("path", "getmtime"), ("path", "samefile"), ("path", "abspath"),
+    ("glob", "glob"), ("glob", "iglob"), ("shutil", "which"), ("subprocess", "run"), ("subprocess", "Popen"),
+}
+PATH_METHODS = {"exists", "is_file", "is_dir", "is_symlink", "resolve", "stat", "lstat", "read_text", "read_bytes",
+                "iterdir", "glob", "rglob", "open"}
+
+
+def filesystem_calls(path: Path) -> List[str]:
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id == "open":
+            bad.append("%s:%d open()" % (path.name, node.lineno))
+        elif isinstance(f, ast.Attribute):
+            owner = f.value
+            oname = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else None
+            if (oname, f.attr) in FS_CALLS or (oname == "Path" or (isinstance(owner, ast.Call) and getattr(owner.func, "id", "") == "Path")) and f.attr in PATH_METHODS:
+                bad.append("%s:%d %s.%s()" % (path.name, node.lineno, oname or "Path(...)", f.attr))
+    return bad
+
+
+@pytest.mark.parametrize("stage", ["rules", "render"])
+def test_rules_and_renderers_never_touch_the_filesystem(stage):
+    bad = [b for mod, path in MODULES.items() if _stage(mod) == stage for b in filesystem_calls(path)]
+    assert not bad, "read it in a probe and pass it in the Snapshot: %s" % bad
+
+
+def test_the_filesystem_check_sees_what_51656f0_did(tmp_path):
+    """Not vacuous: on 51656f0's rules/libs.py and render/machine.py it finds their realpath calls."""
+    import subprocess
+
+    for rel in ("cudafix/rules/libs.py", "cudafix/render/machine.py"):
+        src = subprocess.run(["git", "-C", str(REPO), "show", "51656f0:" + rel], capture_output=True, text=True, timeout=60)
+        if src.returncode != 0:
+            pytest.fail("commit 51656f0 is not in this checkout")
+        f = tmp_path / rel.replace("/", "_")
+        f.write_text(src.stdout)
+        assert any("realpath" in b for b in filesystem_calls(f)), rel

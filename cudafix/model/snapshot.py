@@ -230,6 +230,8 @@ class LibraryResolution:
     expected_version: Optional[str] = None
     others: List[str] = dataclasses.field(default_factory=list)  # other copies seen on the machine
     unknown: Optional[str] = None
+    # resolved through LD_PRELOAD: the entries of LD_PRELOAD that name the resolved file
+    preloaded_as: List[str] = dataclasses.field(default_factory=list)
 
 
 @record

@@ -138,6 +138,8 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
         if res is not None:
             r.resolved = fs.realpath(res.path)  # what /proc/self/maps would show
             r.resolved_via = "LD_PRELOAD" if via == "loaded" and r.resolved in preloaded_real else via
+            if r.resolved_via == "LD_PRELOAD":  # which entries name it (the rule's fix keeps the others)
+                r.preloaded_as = [e for e in env_preloads if fs.realpath(e) == r.resolved]
             r.resolved_version = version_of(res.path, version_notes)
         else:
             if why and why.startswith("search stopped"):
@@ -216,7 +218,7 @@ def _cache_key(torch_package_dir: str, env: Mapping[str, str], executable: Optio
     return json.dumps(key, sort_keys=True)
 
 
-_STR_LISTS = ("others", "ld_library_path")
+_STR_LISTS = ("others", "preloaded_as", "ld_library_path")
 
 
 def _strings_only(d: Dict[str, object], names: Set[str]) -> bool:

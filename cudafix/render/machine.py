@@ -223,7 +223,7 @@ def toolkits_section(out: Out, snap: Snapshot) -> None:
 def lib_differs(r: LibraryResolution) -> bool:
     if r.unknown or not r.resolved:
         return True
-    if r.expected and os.path.realpath(r.expected) != os.path.realpath(r.resolved):
+    if r.expected and r.expected != r.resolved:  # both are real paths (the probe resolved them)
         return True
     return False
 

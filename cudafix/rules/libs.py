@@ -101,7 +101,7 @@ def shadowed(snap: Snapshot, include: Callable[[str], bool], what: str) -> List[
         if r.resolved_via == "LD_PRELOAD":
             # Loaded by ld.so before the interpreter starts: no preload in the process can undo it.
             rest = [e for e in snap.env.get("LD_PRELOAD", "").replace(":", " ").split()
-                    if os.path.realpath(e) != r.resolved and e != r.resolved]
+                    if e != r.resolved and e not in r.preloaded_as]
             ev.append("LD_PRELOAD loads it before Python starts: nothing in the process can replace it")
             fix = Fix(summary="remove %s from LD_PRELOAD" % r.resolved,
                       commands=(("export LD_PRELOAD=%s" % shlex.quote(" ".join(rest))) if rest else "unset LD_PRELOAD",))
