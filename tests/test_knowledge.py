@@ -16,6 +16,7 @@ from cudafix.knowledge import (
     version_tuple,
 )
 from cudafix.knowledge import torch_builds as tb
+from cudafix.model import cuda as cudaver
 
 ALL_ROWS = (
     list(cuda_driver.TOOLKIT_DRIVERS) + list(cuda_driver.MINOR_COMPAT_FLOOR_ROWS) + list(cuda_driver.DRIVER_BRANCH_CUDA)
@@ -35,16 +36,16 @@ def test_every_row_has_a_source_and_a_status(row):
 
 
 def test_parse_cuda_int():
-    assert cuda_driver.parse_cuda_int(13000) == "13.0"
-    assert cuda_driver.parse_cuda_int(12010) == "12.1"
-    assert cuda_driver.parse_cuda_int(9020) == "9.2"
+    assert cudaver.version_text(13000) == "13.0"
+    assert cudaver.version_text(12010) == "12.1"
+    assert cudaver.version_text(9020) == "9.2"
     with pytest.raises(ValueError):
-        cuda_driver.parse_cuda_int(12)
+        cudaver.version_text(12)
 
 
 @given(st.integers(min_value=9, max_value=20), st.integers(min_value=0, max_value=9))
 def test_cuda_int_round_trip(major, minor):
-    assert cuda_driver.parse_cuda_int(cuda_driver.cuda_int("%d.%d" % (major, minor))) == "%d.%d" % (major, minor)
+    assert cudaver.version_text(cudaver.version_int("%d.%d" % (major, minor))) == "%d.%d" % (major, minor)
 
 
 def test_min_driver_grows_with_cuda_version():
@@ -85,7 +86,7 @@ def test_branch_table_is_monotonic_and_matches_toolkit_table():
     for a, b in zip(rows, rows[1:]):
         assert a.branch < b.branch and a.cuda < b.cuda
     for r in rows:
-        ga = cuda_driver.toolkit_driver(cuda_driver.parse_cuda_int(r.cuda))
+        ga = cuda_driver.toolkit_driver(cudaver.version_text(r.cuda))
         if ga is not None and r.status in ("primary", "derived"):
             assert cuda_driver.driver_branch(ga.linux) == r.branch, r
 

@@ -28,6 +28,7 @@ from cudafix.model.snapshot import PythonDist, Snapshot, TorchvisionBuild
 from cudafix.plans import planner, simulate
 from cudafix.plans.remedy import driver_gap
 from cudafix.probes import assume
+from cudafix.model import cuda as cudaver
 from tests.conftest import run_dev_cudafix
 
 DRIVERS = ("418.87.01", "470.82.01", "535.104.05", "550.54.14", "570.86.10", "580.95.05")
@@ -84,7 +85,7 @@ def _fits(torch_v, variant, drv, ccs, python):
     rel = tb.release(torch_v)
     if rel is None or not tb.python_supported(rel, python) or not tb.variant_exists(torch_v, variant) or variant == "cpu":
         return False
-    need, have = cuda_driver.cuda_int(tb.variant_cuda(variant)), cuda_driver.cuda_for_driver(drv)
+    need, have = cudaver.version_int(tb.variant_cuda(variant)), cuda_driver.cuda_for_driver(drv)
     if need > have and not (need // 1000 == have // 1000 and version_tuple(drv)[:3] >= MINOR_FLOOR.get(need // 1000, (999,))):
         return False
     sass, _ = tb.wheel_arch_list(torch_v, variant)

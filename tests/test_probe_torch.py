@@ -8,6 +8,7 @@ import shutil
 
 from cudafix.probes import packages
 from cudafix.probes import torch_build as tb
+from cudafix.model import cuda as cudaver
 from tests.conftest import FIXTURES, venv_site_packages
 
 CONDA_META = FIXTURES / "probe" / "conda-yolov9"
@@ -59,8 +60,8 @@ def test_parse_version_py_never_executes():
 
 
 def test_cuda_variant_helpers():
-    assert tb.cuda_from_int(11030) == "11.3"
-    assert tb.cuda_from_int(12080) == "12.8"
+    assert cudaver.version_text_or_none(11030) == "11.3"  # torchvision's runtime `cuda` integer
+    assert cudaver.version_text_or_none(12080) == "12.8"
     assert tb.cuda_from_local_version("0.11.0+cu113") == "11.3"
     assert tb.cuda_from_local_version("2.14.1+cu130") == "13.0"
     assert tb.cuda_from_local_version("2.13.0+cpu") is None

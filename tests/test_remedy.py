@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from cudafix.knowledge import arch, cuda_driver, gpus, version_tuple
 from cudafix.knowledge import torch_builds as tb
 from cudafix.plans.remedy import MINOR_COMPAT, NATIVE, candidates, driver_gap
+from cudafix.model import cuda as cudaver
 
 
 def first_native(*a, **kw):
@@ -39,7 +40,7 @@ def test_v100_driver_418_python38_gets_1_8_1_cu101():
 def test_gtx_1080_driver_535_never_gets_a_minor_compat_build_first():
     cs = candidates(12020, ["6.1"], "3.11", current_torch="2.14.1", driver_version="535.104.05")
     natives = [c for c in cs if c.mode == NATIVE]
-    assert natives and all(cuda_driver.cuda_int(c.cuda) <= 12020 for c in natives)
+    assert natives and all(cudaver.version_int(c.cuda) <= 12020 for c in natives)
     same_release = [c for c in cs if c.torch == "2.14.1"]
     assert all(c.mode == MINOR_COMPAT for c in same_release)  # cu126 > 12.2: listed, but the planner rejects it
 
@@ -74,7 +75,7 @@ def test_every_candidate_fits_and_order_is_by_distance(driver_cuda, ccs, python,
         sass, ptx = tb.wheel_arch_list(c.torch, c.variant)
         assert all(arch.fit(sass, ptx, cc).kind in ("sass", "ptx") for cc in ccs)
         if driver_cuda is not None:
-            need = cuda_driver.cuda_int(c.cuda)
+            need = cudaver.version_int(c.cuda)
             assert need <= driver_cuda if c.mode == NATIVE else (need // 1000 == driver_cuda // 1000)
         if current and c.distance == 0:
             assert c.torch == "%d.%d.%d" % version_tuple(current)[:3]

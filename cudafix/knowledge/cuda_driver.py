@@ -27,27 +27,6 @@ MINOR_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-
 FWD_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
 
 
-def parse_cuda_int(v: int) -> str:
-    """cuDriverGetVersion / cudaRuntimeGetVersion value -> "major.minor" (13000 -> "13.0").
-
-    Encoding: 1000*major + 10*minor (cuda.h, cuDriverGetVersion doc:
-    https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VERSION.html).
-    """
-    v = int(v)
-    if v < 1000:
-        raise ValueError("not a CUDA version number: %r" % v)
-    return "%d.%d" % (v // 1000, (v % 1000) // 10)
-
-
-def cuda_int(version: str) -> int:
-    """"12.1" / "12.1.1" -> 12010 (inverse of :func:`parse_cuda_int`)."""
-    t = version_tuple(version)
-    if len(t) < 1:
-        raise ValueError("not a CUDA version: %r" % version)
-    minor = t[1] if len(t) > 1 else 0
-    return t[0] * 1000 + minor * 10
-
-
 def compare_driver_versions(a: str, b: str) -> int:
     """-1 / 0 / 1 comparing driver versions numerically, missing parts as 0 ("570.26" < "570.124.06")."""
     ta, tb = version_tuple(a), version_tuple(b)

@@ -18,6 +18,7 @@ from cudafix.knowledge import (
 )
 from cudafix.knowledge.arch import parse_arch_list
 from cudafix.model.record import record
+from cudafix.model import cuda as cudaver
 
 # PyTorch's own wheel index, one sub-index per variant (".../whl/cu130", ".../whl/cpu"); the
 # install commands of https://pytorch.org/get-started/locally/ and
@@ -345,7 +346,7 @@ def _variant_of(variant: str) -> str:
         # "12.1" / "12.1.105" -> cu121
         t = version_tuple(v)
         if len(t) >= 2:
-            return "cu%d%d" % (t[0], t[1])
+            return cudaver.tag_of((t[0], t[1]))
     return v
 
 

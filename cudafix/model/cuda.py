@@ -20,6 +20,16 @@ def version_text(v: int) -> str:
     return "%d.%d" % (v // 1000, (v % 1000) // 10)
 
 
+def version_int(version: str) -> int:
+    """"12.1" / "12.1.1" -> 12010 (the inverse of :func:`version_text`); ValueError for junk."""
+    from cudafix.model.versions import release
+
+    t = release(version)
+    if not t:
+        raise ValueError("not a CUDA version: %r" % version)
+    return t[0] * 1000 + (t[1] if len(t) > 1 else 0) * 10
+
+
 def version_text_or_none(v: Optional[int]) -> Optional[str]:
     """The same, None for None or a number below 1000 (no CUDA)."""
     if v is None or int(v) < 1000:

@@ -23,6 +23,7 @@ from cudafix.knowledge import cuda_addons as ka
 from cudafix.knowledge.cuda_packages import normalize
 from cudafix.model.snapshot import Snapshot
 from cudafix.plans.commands import INSTALL, UNINSTALL, Step, installed_companions, plain_version, quote_argv
+from cudafix.model import cuda as cudaver
 
 
 def all_companions(snap: Snapshot) -> List[Tuple[str, str]]:
@@ -45,7 +46,7 @@ def companion_variant(snap: Snapshot, name: str, have: str) -> Optional[str]:
     if name == "torchvision" and snap.torchvision:
         tv = snap.torchvision[0]
         if tv.cuda:
-            return "cu" + tv.cuda.replace(".", "")
+            return cudaver.tag(tv.cuda)
     return None
 
 
@@ -82,7 +83,7 @@ def addon_moves(snap: Snapshot, driver_cuda: Optional[int]) -> List[AddonMove]:
     """CUDA packages outside torch whose CUDA major the driver cannot run (driver_cuda: 12040)."""
     if driver_cuda is None:
         return []
-    dmajor = driver_cuda // 1000
+    dmajor = cudaver.major(driver_cuda)
     # The newest major the driver runs: these packages carry their own CUDA runtime (cupy links it
     # statically, jax's plugins load their own nvidia-* wheels), so they need not follow torch's.
     floor = cuda_driver.minor_compat_floor(dmajor) or "?"

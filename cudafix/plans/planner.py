@@ -61,6 +61,7 @@ AFTER_RULES = CONSEQUENCES + ("ext-arch-unsupported", "ext-ptx-jit", "ext-cuda-m
 MAX_TRIED = 80  # candidates simulated at most (there are ~60 release x variant rows)
 MINOR_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 from cudafix.plans.others import POINTER, other_steps  # noqa: E402,F401  (POINTER: part of the plan API)
+from cudafix.model import cuda as cudaver
 
 
 @record(frozen=True)
@@ -114,7 +115,7 @@ def _variant_of(t) -> Optional[str]:
     if t is None:
         return None
     if t.cuda:
-        return "cu" + t.cuda.replace(".", "")
+        return cudaver.tag(t.cuda)
     if t.hip:
         return None
     v = t.version or t.dist.version or ""
@@ -280,7 +281,7 @@ def _blocker(snap: Snapshot) -> Tuple[str, Optional[Step]]:
     if native and dcuda is not None:
         c = min(native, key=lambda c: (version_tuple(c.cuda), c.distance))
         need = cuda_driver.min_driver(c.cuda or "")
-        if cuda_driver.cuda_int(c.cuda or "0") <= dcuda:
+        if cudaver.version_int(c.cuda or "0") <= dcuda:
             return ("no official torch build passes cudafix's own checks on this machine (see the builds skipped above)", None)
         text = "upgrade the NVIDIA driver to >= %s (CUDA %s, for %s): no official build fits this driver, every GPU and Python %s" % (
             need or "?", c.cuda, c.label, snap.python.version or "?")

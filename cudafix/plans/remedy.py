@@ -28,6 +28,7 @@ from cudafix.knowledge import torch_builds as tb
 from cudafix.knowledge.arch import fit, parse_cc
 from cudafix.knowledge.gpus import sm_support
 from cudafix.model.record import record
+from cudafix.model import cuda as cudaver
 
 NEW_PLATFORM_RULE = (
     "RN 13.4U1: 'new features and newly enabled platforms require an R615 or later driver that supports them' "
@@ -48,7 +49,7 @@ def driver_gap(driver_cuda: Optional[int], ccs: Sequence[str]) -> List[Tuple[str
     for cc in ccs:
         major, minor = parse_cc(cc)
         row = sm_support(major * 10 + minor)
-        if row is not None and cuda_driver.cuda_int(row.first_cuda) > driver_cuda:
+        if row is not None and cudaver.version_int(row.first_cuda) > driver_cuda:
             gaps.append((cc, row.first_cuda))
     return gaps
 
@@ -84,11 +85,11 @@ def driver_mode(variant_cuda: str, driver_cuda: Optional[int], driver_version: O
     """NATIVE | MINOR_COMPAT | NO_DRIVER, or None when the driver cannot run that CUDA."""
     if driver_cuda is None:
         return NO_DRIVER
-    need = cuda_driver.cuda_int(variant_cuda)
+    need = cudaver.version_int(variant_cuda)
     if need <= driver_cuda:
         return NATIVE
-    major = need // 1000
-    if driver_cuda // 1000 != major:
+    major = cudaver.major(need)
+    if cudaver.major(driver_cuda) != major:
         return None
     floor = cuda_driver.minor_compat_floor(major)
     if floor is None:
@@ -133,9 +134,9 @@ def candidate(torch_v: str, variant: str, driver_cuda: Optional[int], driver_ver
         ev.append("the driver is unknown: the %s build needs a driver >= %s (CUDA %s)" % (variant, cuda_driver.min_driver(vcuda) or "?", vcuda))
     elif mode == NATIVE:
         ev.append("runs natively: the driver supports CUDA %s >= %s, the %s build's CUDA" % (
-            cuda_driver.parse_cuda_int(driver_cuda), vcuda, variant))
+            cudaver.version_text(driver_cuda), vcuda, variant))
     else:
-        ev.append("only under minor-version compatibility: the driver supports CUDA %s < %s" % (cuda_driver.parse_cuda_int(driver_cuda), vcuda))
+        ev.append("only under minor-version compatibility: the driver supports CUDA %s < %s" % (cudaver.version_text(driver_cuda), vcuda))
     for cc, kind, entry in fits:
         ev.append("compute capability %s runs the wheel's %s %s (arch list %s)" % (cc, entry, "SASS" if kind == "sass" else "PTX through the JIT", row.arch_list))
     if row.status not in ("primary", "derived"):

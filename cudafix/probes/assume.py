@@ -11,6 +11,7 @@ from cudafix.knowledge import cuda_driver
 from cudafix.knowledge.gpus import parse_gpu_spec
 from cudafix.model.visible_devices import resolve_visible
 from cudafix.model.snapshot import GPU, Snapshot
+from cudafix.model import cuda as cudaver
 
 VIA_DRIVER = "assumed (--assume-driver)"
 VIA_GPU = "assumed (--assume-gpu)"
@@ -85,7 +86,7 @@ def apply(snapshot: Snapshot, driver: Optional[str], gpus: Sequence[str]) -> Sna
             row = cuda_driver.branch_row(version)
             if row is not None and row.status not in ("primary", "derived"):
                 d.found_via["cuda_version"] = "%s; R%d -> %s is %s" % (
-                    VIA_DRIVER, row.branch, cuda_driver.parse_cuda_int(cuda), row.status)
+                    VIA_DRIVER, row.branch, cudaver.version_text(cuda), row.status)
     if gpus:
         parsed = parse_gpus(gpus)
         assumed["gpus"] = {

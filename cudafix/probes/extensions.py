@@ -36,6 +36,7 @@ from cudafix.probes.cudart_static import static_cudart_version
 from cudafix.probes.fatbin import scan_fatbin_uncached
 from cudafix.probes.host import open_regular
 from cudafix.store import cachefile
+from cudafix.model import cuda as cudaver
 
 CACHE_FILE = "extensions-cache.json"
 CACHE_VERSION = 2  # 2: the static runtime's version (cudart_version)
@@ -79,7 +80,7 @@ def extension_tag(python_version: str, cuda: Optional[str], hip: Optional[str]) 
     parts = python_version.split(".")
     if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
         return None
-    acc = "rocm" + hip.replace(".", "") if hip else ("cu" + cuda.replace(".", "") if cuda else "cpu")
+    acc = "rocm" + hip.replace(".", "") if hip else cudaver.tag(cuda)
     return "py%s%s_%s" % (parts[0], parts[1], acc)
 
 
@@ -208,9 +209,9 @@ def examine(path: str) -> Optional[Dict[str, Any]]:
         r.update(cudart=major, cudart_linkage="shared", cudart_via="DT_NEEDED %s" % cudart[0])
     elif _has_static_cudart(path, elf.sections.get(".rodata")):
         ver, how = static_cudart_version(path)
-        r.update(cudart=str(ver // 1000) if ver else None, cudart_linkage="static", cudart_version=ver,
+        r.update(cudart=str(cudaver.major(ver)) if ver else None, cudart_linkage="static", cudart_version=ver,
                  cudart_via="static CUDA runtime (its /cudart.shm. string in .rodata)%s" % (
-                     ", version %d.%d: %s" % (ver // 1000, ver % 1000 // 10, how) if ver else ""))
+                     ", version %s: %s" % (cudaver.version_text(ver), how) if ver else ""))
         if ver is None:
             r["unknown"]["cudart"] = "statically linked CUDA runtime, its version not readable: %s" % how
     elif has_fatbin:

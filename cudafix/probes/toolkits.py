@@ -24,6 +24,7 @@ from cudafix.probes import packages
 from cudafix.probes.host import describe_oserror, read_text
 from cudafix.probes.packages import _json_object
 from cudafix.model.snapshot import CondaPackage, PythonDist, Toolkit, ToolkitInfo
+from cudafix.model import cuda as cudaver
 
 NVCC_TIMEOUT_S = 10.0
 MAX_USR_LOCAL_ENTRIES = 256
@@ -59,10 +60,7 @@ def parse_cuda_h(text: str) -> Optional[str]:
     m = _CUDA_H_RE.search(text)
     if not m:
         return None
-    v = int(m.group(1))
-    if v < 1000:
-        return None
-    return "%d.%d" % (v // 1000, (v % 1000) // 10)
+    return cudaver.version_text_or_none(int(m.group(1)))
 
 
 def parse_nvcc_version(text: str) -> Optional[str]:

@@ -28,6 +28,7 @@ from cudafix.probes.packages import (
 )
 from cudafix.model import versions
 from cudafix.model.snapshot import AllocConfKeys, ArchCoverage, CondaPackage, PythonDist, TorchBuild, TorchvisionBuild
+from cudafix.model import cuda as cudaver
 
 # CUDA libraries that carry torch's device code, newest layout first.  torch < 1.13 split
 # libtorch_cuda into libtorch_cuda_cu / libtorch_cuda_cpp for a while; linalg is separate since 1.12.
@@ -83,13 +84,6 @@ def parse_metadata(text: str) -> Dict[str, List[str]]:
         if sep:
             out.setdefault(key.strip(), []).append(value.strip())
     return out
-
-
-def cuda_from_int(value: int) -> Optional[str]:
-    """11030 -> "11.3" (torchvision's runtime ``cuda`` / CUDA_VERSION encoding)."""
-    if value < 1000:
-        return None
-    return "%d.%d" % (value // 1000, (value % 1000) // 10)
 
 
 def cuda_from_local_version(version: str) -> Optional[str]:
@@ -294,7 +288,7 @@ def probe_torchvision(sys_path: List[str], prefix: Optional[str] = None,
                 tv.unknown["version"] = "%s has no __version__" % vpath
             cuda = vp.get("cuda")
             if isinstance(cuda, int) and not isinstance(cuda, bool):
-                tv.cuda, tv.found_via["cuda"] = cuda_from_int(cuda), vpath
+                tv.cuda, tv.found_via["cuda"] = cudaver.version_text_or_none(cuda), vpath
             elif isinstance(cuda, str):
                 tv.cuda, tv.found_via["cuda"] = cuda, vpath
             elif tv.version and cuda_from_local_version(tv.version):

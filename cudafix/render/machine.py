@@ -9,8 +9,9 @@ from cudafix import __version__
 from cudafix.knowledge import jit_cache
 from cudafix.model.findings import ERROR, UNKNOWN, WARNING
 from cudafix.model.snapshot import ArchCoverage, GPU, LibraryResolution, Snapshot
+from cudafix.model import cuda as cudaver
 from cudafix.render.text import (
-    Out, cuda_version_text, field, mib_text, remaining_unknowns, row, shell_value, unknown_text, via_text, wrap_list,
+    Out, field, mib_text, remaining_unknowns, row, shell_value, unknown_text, via_text, wrap_list,
 )
 
 
@@ -67,7 +68,7 @@ def driver_section(out: Out, snap: Snapshot) -> None:
     field(out, "libcuda", lib, fv, un, "libcuda_path", shown)
     if not d.libcuda_path and d.libcuda_version is None and "libcuda_version" in un and "libcuda_path" not in un:
         row(out, "libcuda version", out.style(unknown_text(un["libcuda_version"]), UNKNOWN))
-    field(out, "driver CUDA", cuda_version_text(d.cuda_version), fv, un, "cuda_version", shown)
+    field(out, "driver CUDA", cudaver.version_text_or_none(d.cuda_version), fv, un, "cuda_version", shown)
     if d.nvml_version or "nvml_version" in un:
         field(out, "NVML library", d.nvml_version, fv, un, "nvml_version", shown)
     shown.append("nvml_version")

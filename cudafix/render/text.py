@@ -137,13 +137,6 @@ def remaining_unknowns(out: Out, unknown: Dict[str, str], shown: Sequence[str]) 
             row(out, key.replace("_", " "), out.style(unknown_text(unknown[key]), UNKNOWN))
 
 
-def cuda_version_text(v: Optional[int]) -> Optional[str]:
-    """cuDriverGetVersion's integer (13000) as CUDA's dotted form (13.0)."""
-    if v is None:
-        return None
-    return "%d.%d" % (v // 1000, (v % 1000) // 10)
-
-
 def mib_text(n: Optional[int]) -> str:
     if n is None:
         return "?"

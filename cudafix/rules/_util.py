@@ -148,10 +148,6 @@ def hardware_evidence(snap: Snapshot) -> str:
     return "no NVIDIA display/3D device (vendor 0x10de, class 0x03xxxx) on the PCI bus and no /dev/dxg (%s)" % hw.found_via
 
 
-def cuda_int_str(v: int) -> str:
-    return "%d.%d" % (v // 1000, (v % 1000) // 10)
-
-
 def driver_version(snap: Snapshot) -> Optional[str]:
     return snap.driver.kernel_version or snap.driver.libcuda_version
 

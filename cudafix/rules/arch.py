@@ -30,6 +30,7 @@ from cudafix.rules._util import (
     unknown,
 )
 from cudafix.model.snapshot import GPU, Snapshot, TorchBuild
+from cudafix.model import cuda as cudaver
 
 CACHE_MAX = jit_cache.MAX_BYTES
 ENV_DOC = jit_cache.ENV_DOC
@@ -80,7 +81,7 @@ def _coverage(t: TorchBuild) -> Tuple[List[Coverage], str]:
         lists = tb.conda_arch_list(version, t.cuda or "")
         label = "pytorch-channel conda build"
     else:
-        lists = tb.wheel_arch_list(version, "cu" + (t.cuda or "").replace(".", ""))
+        lists = tb.wheel_arch_list(version, cudaver.tag(t.cuda) if t.cuda else "cu")
         label = "official wheel"
     if lists is None:
         return [], why + "; no published arch list for %s (%s)" % (torch_label(t), label)
@@ -97,7 +98,7 @@ def _ptx_blocked(snap: Snapshot, t: TorchBuild) -> Optional[str]:
     dcuda, _ = driver_cuda_int(snap)
     tmm = major_minor(t.cuda)
     if dcuda is not None and tmm is not None:
-        dmm = (dcuda // 1000, (dcuda % 1000) // 10)
+        dmm = cudaver.major_minor(dcuda)
         if dmm < tmm:
             return "the driver (CUDA %d.%d) is older than torch's CUDA %d.%d: it cannot JIT PTX of the newer toolkit (minor-version compatibility)" % (dmm + tmm)
     return None

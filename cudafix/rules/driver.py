@@ -11,7 +11,6 @@ from cudafix.model.findings import ERROR, INFO, WARNING, Outcome, Rule
 from cudafix.model.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
 from cudafix.knowledge import cuda_driver
 from cudafix.rules._util import (
-    cuda_int_str,
     driver_cuda_int,
     driver_version,
     gpu_label,
@@ -26,6 +25,7 @@ from cudafix.rules._util import (
     vtuple,
 )
 from cudafix.model.snapshot import Snapshot
+from cudafix.model import cuda as cudaver
 
 MINOR_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 FWD_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/forward-compatibility.html"
@@ -197,7 +197,7 @@ def _driver_vs_torch(snap: Snapshot) -> Tuple[Optional[str], object]:
                 return "nogpu", hardware_evidence(snap)
             return "unknown", "no driver found (see no-driver)"
         return "unknown", "the driver's CUDA version is unknown (driver %s; no cuDriverGetVersion and branch not in the table)" % (dv or "?")
-    dmm = (dcuda // 1000, (dcuda % 1000) // 10)
+    dmm = cudaver.major_minor(dcuda)
     facts = {"t": t, "tmm": tmm, "dmm": dmm, "dv": dv, "via": via}
     if dmm >= tmm:
         return "ok", facts
@@ -217,7 +217,7 @@ def _driver_vs_torch(snap: Snapshot) -> Tuple[Optional[str], object]:
     # Driver release unknown, only its CUDA: an x.1+ driver is past the family's floor branch.
     if dmm[1] >= 1:
         return "minor", facts
-    return "unknown", "driver release unknown; CUDA %s drivers may be below the %s floor" % (cuda_int_str(dcuda), floor)
+    return "unknown", "driver release unknown; CUDA %s drivers may be below the %s floor" % (cudaver.version_text(dcuda), floor)
 
 
 def _driver_fix(snap: Snapshot, t, tmm, native_only: bool = False) -> Fix:

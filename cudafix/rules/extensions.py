@@ -17,6 +17,7 @@ from cudafix.model.snapshot import GPU, ExtensionModule, Snapshot
 from cudafix.rules import _extload
 from cudafix.rules.torch import check_torchvision
 from cudafix.rules._util import base_version, driver_cuda_int, fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, unknown
+from cudafix.model import cuda as cudaver
 
 CPP_EXT_DOC = "https://pytorch.org/docs/stable/cpp_extension.html"
 NVCC_DOC = "https://docs.nvidia.com/cuda/cuda-compiler-driver-nvcc/index.html#gpu-compilation"
@@ -209,12 +210,12 @@ def _static_runtime(snap: Snapshot, m: ExtensionModule) -> Outcome:
     if not v:
         return unknown("%s: statically linked CUDA runtime of unknown version" % _name(m),
                        m.unknown.get("cudart") or m.cudart_via, subject=_name(m))
-    label = "%d.%d" % (v // 1000, v % 1000 // 10)
+    label = cudaver.version_text(v)
     dv, via = driver_cuda_int(snap)
     if dv is None:
         return unknown("%s: its static CUDA %s runtime needs a driver for CUDA >= %s; the driver's CUDA version is unknown" % (
             _name(m), label, label), m.cudart_via, subject=_name(m))
-    dlabel = "%d.%d" % (dv // 1000, dv % 1000 // 10)
+    dlabel = cudaver.version_text(dv)
     if dv >= v:
         return ok("%s: its own static CUDA %s runtime (no second libcudart loaded); the driver supports CUDA %s" % (
             _name(m), label, dlabel), m.cudart_via, subject=_name(m))

@@ -28,6 +28,7 @@ from cudafix.rules._util import (
 )
 from cudafix.model import versions
 from cudafix.model.snapshot import AllocConfKeys, Snapshot, TorchBuild, TorchvisionBuild
+from cudafix.model import cuda as cudaver
 
 ALLOC_DOC = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"
 
@@ -108,7 +109,7 @@ def _tv_fix(snap: Snapshot, t: TorchBuild, want_tv: Optional[str], reinstall: bo
     """What to do; the exact command (the env's own pip or conda, the index of torch's variant,
     every other package pinned to torch moved too) is the plan's: `cudafix fix`."""
     torch_v = base_version(t.version or t.dist.version)
-    variant = "cu%s" % t.cuda.replace(".", "") if t.cuda else "cpu"
+    variant = cudaver.tag(t.cuda)
     cmds, _ = recommend_commands(snap)
     if not want_tv:
         return Fix(summary="reinstall the torchvision release paired with torch %s" % torch_v, commands=cmds)
