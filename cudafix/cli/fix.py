@@ -118,7 +118,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
     t = after_snap.primary_torch
     if t is not None:
         tv = after_snap.torchvision[0] if after_snap.torchvision else None
-        lines.append("  now:    torch %s%s" % (t.version or t.dist.version, (", torchvision %s" % (tv.version or tv.dist.version)) if tv else ""))
+        lines.append("  now:    torch %s%s" % (t.full_version, (", torchvision %s" % tv.full_version) if tv else ""))
     if failed:
         lines.append("cudafix: fix: %s; pip/conda roll back the install that failed, later steps did not run" % failed)
     emit("\n".join(lines) + "\n", err=as_json)

@@ -165,6 +165,11 @@ class TorchBuild:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
+    @property
+    def full_version(self) -> Optional[str]:
+        """The version as the user sees it: version.py's ("2.14.1+cu130"), else the dist's."""
+        return self.version or self.dist.version
+
 
 @record
 class TorchvisionBuild:
@@ -177,6 +182,11 @@ class TorchvisionBuild:
     requires_torch: Optional[str] = None  # "torch==2.14.1" from Requires-Dist
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+
+    @property
+    def full_version(self) -> Optional[str]:
+        """The version as the user sees it: version.py's ("2.14.1+cu130"), else the dist's."""
+        return self.version or self.dist.version
 
 
 @record

@@ -55,7 +55,7 @@ def installed_companions(snap: Snapshot) -> List[Tuple[str, str]]:
     out: List[Tuple[str, str]] = []
     if snap.torchvision:
         tv = snap.torchvision[0]
-        out.append(("torchvision", tv.version or tv.dist.version))
+        out.append(("torchvision", tv.full_version))
     for d in getattr(snap, "torch_pinned", []) or []:
         out.append((d.name, d.version))
     return out
@@ -104,7 +104,7 @@ def pip_steps(snap: Snapshot, torch_v: str, variant: str, comps: Dict[str, str],
     rel = tb.release(torch_v)
     t = snap.primary_torch
     notes: List[str] = []
-    installed = {"torch": (t.version or t.dist.version) if t else None}
+    installed = {"torch": t.full_version if t else None}
     installed.update(dict(installed_companions(snap)))
     # PyPI serves the release's default CUDA variant (Linux x86_64) under the plain version: the
     # install pytorch.org prints for it has no index.  A same-version switch needs the local pin,

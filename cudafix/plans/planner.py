@@ -118,7 +118,7 @@ def _variant_of(t) -> Optional[str]:
         return cudaver.tag(t.cuda)
     if t.hip:
         return None
-    v = t.version or t.dist.version or ""
+    v = t.full_version or ""
     return "cpu" if (t.version and not t.cuda) or "+cpu" in v else None
 
 
@@ -226,7 +226,7 @@ def _choose(snap: Snapshot, runs: Sequence[RuleRun]) -> Tuple[Optional[Choice], 
     driver_present = bool(snap.driver.kernel_version or snap.driver.libcuda_path or "driver" in snap.assumed)
     want_cuda = bool(snap.visible_gpus()) and driver_present
     py = snap.python.version or ""
-    cur = plain_version(t.version or t.dist.version) if t else None
+    cur = plain_version(t.full_version) if t else None
     cur_variant = _variant_of(t)
     ids = tuple(TORCH_RULES) + tuple(r.rule.id for r in runs if r.rule.id not in TORCH_RULES)
     cands: List[remedy.Candidate] = []
@@ -332,7 +332,7 @@ def _torch_part(snap: Snapshot, ch: Choice) -> Dict[str, Any]:
     t = snap.primary_torch
     c = ch.cand
     owner = owner_of(snap)
-    cur_label = t.version or t.dist.version
+    cur_label = t.full_version
     torch_changes = not (plain_version(cur_label) == c.torch and _variant_of(t) == c.variant)
     changes: List[Change] = []
     keeps: List[str] = []

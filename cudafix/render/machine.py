@@ -156,7 +156,7 @@ def torch_section(out: Out, snap: Snapshot) -> None:
         where = snap.python.executable or "this environment"
         row(out, "torch", "not installed for %s" % where)
     for i, t in enumerate(snap.torch):
-        version = t.version or t.dist.version
+        version = t.full_version
         if t.cuda:
             build = "CUDA %s" % t.cuda
         elif t.hip:
@@ -180,7 +180,7 @@ def torch_section(out: Out, snap: Snapshot) -> None:
             if key not in ("version", "cuda") or t.cuda or t.hip:
                 out.add("    %s: %s" % (key.replace("_", " "), out.style(unknown_text(t.unknown[key]), UNKNOWN)))
     for tv in snap.torchvision:
-        version = tv.version or tv.dist.version
+        version = tv.full_version
         line = "  torchvision %s" % version
         if tv.cuda:
             line += "  CUDA %s" % tv.cuda

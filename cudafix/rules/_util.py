@@ -61,7 +61,7 @@ def fmt_bytes(n: Optional[int]) -> str:
 
 def torch_label(t: TorchBuild) -> str:
     """"torch 2.14.1+cu130" (version.py first, else the distribution version)."""
-    return "torch %s" % (t.version or t.dist.version)
+    return "torch %s" % t.full_version
 
 
 def torch_cuda_mm(t: TorchBuild) -> Optional[Tuple[int, int]]:

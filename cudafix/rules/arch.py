@@ -76,7 +76,7 @@ def _coverage(t: TorchBuild) -> Tuple[List[Coverage], str]:
     if scanned:
         return [Coverage(a.library, list(a.sass), list(a.ptx), dict(a.ptx_bytes), a.found_via or "scanned .nv_fatbin") for a in scanned], ""
     why = "; ".join(a.unknown for a in t.arch if a.unknown) or t.unknown.get("arch") or "no .nv_fatbin scan in the snapshot"
-    version = base_version(t.version or t.dist.version)
+    version = base_version(t.full_version)
     if t.dist.origin == "conda":
         lists = tb.conda_arch_list(version, t.cuda or "")
         label = "pytorch-channel conda build"

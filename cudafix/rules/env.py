@@ -61,7 +61,7 @@ def check_visible_hides_all(snap: Snapshot) -> Iterable[Outcome]:
         ev.append("GPUs present: %s" % ", ".join(gpu_label(g) for g in gpus))
     if _has_cuda_torch(snap):
         t = [t for t in snap.torch if t.cuda][0]
-        ev.append("torch %s is a CUDA %s build: torch.cuda.is_available() returns False and work runs on the CPU" % (t.version or t.dist.version, t.cuda))
+        ev.append("torch %s is a CUDA %s build: torch.cuda.is_available() returns False and work runs on the CPU" % (t.full_version, t.cuda))
     fix = Fix(
         summary="unset CUDA_VISIBLE_DEVICES (or list the GPUs to use, e.g. CUDA_VISIBLE_DEVICES=0)",
         commands=("unset CUDA_VISIBLE_DEVICES",),
@@ -193,7 +193,7 @@ def check_module_loading(snap: Snapshot) -> Iterable[Outcome]:
             out.append(ok("%s=EAGER: lazy loading is not available anyway with driver %s (needs R515+)" % (name, dv), subject=name))
             continue
         ev = [
-            "lazy loading needs a CUDA 11.7+ runtime and an R515+ driver: torch %s uses CUDA %s, driver %s" % (t.version or t.dist.version, t.cuda, dv),
+            "lazy loading needs a CUDA 11.7+ runtime and an R515+ driver: torch %s uses CUDA %s, driver %s" % (t.full_version, t.cuda, dv),
             "%s=EAGER loads every kernel of every CUDA library at the first CUDA call" % name,
             measured.MODULE_LOADING_EAGER.evidence(),
         ]

@@ -192,7 +192,7 @@ def check_ext_cuda_major(snap: Snapshot) -> Iterable[Outcome]:
             out.append(ok("%s: CUDA runtime %s, as torch's CUDA %s" % (_name(m), m.cudart, t.cuda), subject=_name(m)))
             continue
         ev = [_code_text(m), "%s needs libcudart.so.%s (%s); torch %s ships and loads the CUDA %s runtime" % (
-            _name(m), m.cudart, m.cudart_via, t.version or t.dist.version, t.cuda),
+            _name(m), m.cudart, m.cudart_via, t.full_version, t.cuda),
               "a second CUDA runtime must be found by the loader (else: 'libcudart.so.%s: cannot open shared object file') and supported by the driver; "
               "CUDA objects (streams, events, memory pools) do not cross between runtimes" % m.cudart]
         gpus_ccs = [cc for _, cc in _gpus(snap) if cc]
@@ -237,7 +237,7 @@ def check_ext_torch_symbols(snap: Snapshot) -> Iterable[Outcome]:
     if not mods:
         return [ok("no extension module links torch", subject=subject)]
     t = snap.primary_torch
-    label = "torch %s" % (t.version or t.dist.version) if t else "the installed torch"
+    label = "torch %s" % t.full_version if t else "the installed torch"
     out: List[Outcome] = []
     groups: "dict[str, List[ExtensionModule]]" = {}
     for m in mods:

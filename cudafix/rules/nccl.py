@@ -33,7 +33,7 @@ def nccl_inert(snap: Snapshot) -> Optional[str]:
     the torch 1.x wheels did: not inert.)"""
     t = snap.primary_torch
     if t is not None and not t.cuda and not t.hip:
-        return "torch %s is a CPU build: it has no NCCL, NCCL_* variables change nothing" % (t.version or t.dist.version)
+        return "torch %s is a CPU build: it has no NCCL, NCCL_* variables change nothing" % t.full_version
     return None
 
 

@@ -185,11 +185,11 @@ def check_cuda_home(snap: Snapshot) -> Iterable[Outcome]:
     if have is None:
         return [unknown("toolkit %s version %r unreadable" % (home, tk.version), subject="CUDA_HOME")]
     if have == want:
-        return [ok("extension builds use CUDA %s at %s (via %s), as torch %s" % (tk.version, home, via, t.version or t.dist.version), subject="CUDA_HOME")]
+        return [ok("extension builds use CUDA %s at %s (via %s), as torch %s" % (tk.version, home, via, t.full_version), subject="CUDA_HOME")]
     major = have[0] != want[0]
     ev = [
         "torch.utils.cpp_extension picks CUDA_HOME, then CUDA_PATH, then nvcc on PATH, then /usr/local/cuda: here %s via %s" % (home, via),
-        "that toolkit is CUDA %s (%s); torch %s was built with CUDA %s" % (tk.version, tk.found_via or tk.path, t.version or t.dist.version, t.cuda),
+        "that toolkit is CUDA %s (%s); torch %s was built with CUDA %s" % (tk.version, tk.found_via or tk.path, t.full_version, t.cuda),
         ("a different CUDA major: cpp_extension raises RuntimeError and extension builds fail" if major
          else "same major, different minor: cpp_extension only warns"),
     ]

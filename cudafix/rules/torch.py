@@ -108,7 +108,7 @@ def _tv_cuda(tv: TorchvisionBuild) -> Tuple[Optional[str], str]:
 def _tv_fix(snap: Snapshot, t: TorchBuild, want_tv: Optional[str], reinstall: bool) -> Fix:
     """What to do; the exact command (the env's own pip or conda, the index of torch's variant,
     every other package pinned to torch moved too) is the plan's: `cudafix fix`."""
-    torch_v = base_version(t.version or t.dist.version)
+    torch_v = base_version(t.full_version)
     variant = cudaver.tag(t.cuda)
     cmds, _ = recommend_commands(snap)
     if not want_tv:
@@ -121,11 +121,11 @@ def check_torchvision(snap: Snapshot) -> Iterable[Outcome]:
         return [ok("torchvision not installed", subject="torchvision")]
     tv = snap.torchvision[0]
     t = snap.primary_torch
-    tv_label = "torchvision %s" % (tv.version or tv.dist.version)
+    tv_label = "torchvision %s" % tv.full_version
     if t is None:
         return [problem("%s is installed without torch" % tv_label, ["no torch distribution on sys.path"],
                         fix=Fix(summary="install torch (the release paired with %s) or remove torchvision" % tv_label), subject="torchvision")]
-    torch_v = base_version(t.version or t.dist.version)
+    torch_v = base_version(t.full_version)
     msgs: List[str] = []
     ev: List[str] = []
     notes: List[Outcome] = []
@@ -135,7 +135,7 @@ def check_torchvision(snap: Snapshot) -> Iterable[Outcome]:
     if tv.requires_torch:
         m = re.search(r"torch\s*==\s*([0-9][0-9A-Za-z.+]*)", tv.requires_torch)
         pinned = m.group(1) if m else None
-    have = base_version(tv.version or tv.dist.version)
+    have = base_version(tv.full_version)
     version_bad = False
     if pinned:
         if base_version(pinned) != torch_v:
@@ -289,7 +289,7 @@ def check_alloc_conf(snap: Snapshot) -> Iterable[Outcome]:
         if not t.cuda:
             out.append(ok("%s is never read: %s is not a CUDA build" % (name, torch_label(t)), subject=name))
             continue
-        tv = base_version(t.version or t.dist.version)
+        tv = base_version(t.full_version)
         if name == "PYTORCH_ALLOC_CONF" and vtuple(tv)[:2] < (2, 9):
             out.append(unknown("%s: whether %s reads the device-generic name is not confirmed" % (name, torch_label(t)), subject=name))
             continue

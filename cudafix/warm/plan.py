@@ -127,7 +127,7 @@ def targets(snap: Snapshot) -> List[WarmTarget]:
                     continue
                 f = karch.fit(a.sass, a.ptx, cc)
                 if f.kind == "ptx":
-                    mods.append(WarmModule(a.library, "torch %s (%s)" % (t.version or t.dist.version, os.path.basename(a.library)),
+                    mods.append(WarmModule(a.library, "torch %s (%s)" % (t.full_version, os.path.basename(a.library)),
                                            a.ptx_bytes.get(f.entry or ""), "import torch",
                                            "libcudart.so.%s" % cudart_major if cudart_major else None, needs_torch=True))
         for m in snap.extensions.modules:
