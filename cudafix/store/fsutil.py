@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 from typing import List, Optional
 
 
@@ -44,8 +43,10 @@ def scratch_dirs(base: str, names) -> List[str]:
     """Create (if missing) and return directories ``names`` under ``base``, a private scratch dir
     made by tempfile.mkdtemp (mode 0700, ours): nobody else can have planted anything there, so
     plain makedirs is safe; refused for any other base (docs/security.md)."""
+    from cudafix.store import safefs  # the one trust check
+
     st = os.lstat(base)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+    if not safefs.trusted(st, os.getuid(), True) or st.st_mode & 0o077:
         raise OSError("not a private scratch directory: %s" % base)
     out = []
     for n in names:
