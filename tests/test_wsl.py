@@ -148,7 +148,7 @@ def test_cudnn8_unversioned_lookup(tmp_path):
     v = verdicts(stock)["wsl-libcuda-unversioned"]
     assert v[:2] == ("problem", ERROR), [o.message for o in v[2].outcomes]
     (out,) = [o for o in v[2].outcomes if o.verdict == "problem"]
-    assert out.fix.auto and out.fix.scope == "activation"
+    assert out.fix.auto and out.fix.applies_in == "activation"
     assert [(op.op, op.name, op.value) for op in out.fix.env.ops] == [("prepend-path", "LD_LIBRARY_PATH", "/usr/lib/wsl/lib")]
     healthy, _, _, _ = snapshot(tmp_path / "b", "healthy", python=py)  # symlinked: ldconfig caches libcuda.so
     assert verdicts(healthy)["wsl-libcuda-unversioned"][0] == "ok"

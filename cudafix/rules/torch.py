@@ -367,7 +367,7 @@ def _alloc_from_torch(name: str, value: str, tv: str, info: AllocConfKeys) -> Ou
             ", ".join("`%s`" % g for _k, g in guesses), "them" if len(guesses) > 1 else "it", tv)
         cmd = ("export %s=%s" % (name, shlex.quote(fixed)),)
         # an automatic drop stays (safe: torch rejects the key); the spelling is the user's to choose
-        fix = Fix(summary="%s; %s" % (fix.summary, ask), auto=True, env=fix.env, scope=fix.scope, commands=cmd) if fix.auto \
+        fix = Fix(summary="%s; %s" % (fix.summary, ask), auto=True, env=fix.env, applies_in=fix.applies_in, commands=cmd) if fix.auto \
             else Fix(summary=ask, commands=cmd)
     return problem("%s=%r: %s %s for torch %s%s" % (name, value, keys, "is rejected" if certain else "may be rejected", tv, said), ev,
                    fix=fix, severity=ERROR if certain else WARNING, subject=name)
