@@ -176,10 +176,20 @@ def ray_cluster(tmp_path_factory):
     common = ["--num-cpus=1", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]  # loopback only
     subprocess.run([str(ray), "start", "--head", "--port=%d" % port, "--include-dashboard=false", "--temp-dir=%s" % tmp] + common,
                    check=True, env=env, capture_output=True, timeout=180)
+    def join(node_env):
+        # A worker joins once the head's GCS answers; on a loaded machine (the suite's other workers)
+        # the first try can come too early: a few tries, then fail with what ray said.
+        for attempt in range(4):
+            p = subprocess.run([str(ray), "start", "--address=127.0.0.1:%d" % port] + common, env=node_env,
+                               capture_output=True, text=True, timeout=180)
+            if p.returncode == 0:
+                return
+            time.sleep(5 * (attempt + 1))
+        pytest.fail("ray start --address failed 4 times: %s" % (p.stdout + p.stderr)[-2000:])
+
     try:
-        subprocess.run([str(ray), "start", "--address=127.0.0.1:%d" % port] + common, check=True, env=env, capture_output=True, timeout=180)
-        subprocess.run([str(ray), "start", "--address=127.0.0.1:%d" % port] + common, check=True, capture_output=True, timeout=180,
-                       env=dict(env, NCCL_SOCKET_IFNAME="ens-absent0"))
+        join(env)
+        join(dict(env, NCCL_SOCKET_IFNAME="ens-absent0"))
         yield "127.0.0.1:%d" % port, env
     finally:
         subprocess.run([str(ray), "stop", "--force"], env=env, capture_output=True, timeout=120)
