@@ -149,6 +149,25 @@ def test_slurm_fleet_names_the_node_whose_tasks_differ(slurm):
     assert "nccl-interface-missing" not in {f["rule"] for f in doc["findings"]}
 
 
+def test_slurm_fleet_never_imports_from_the_current_directory(slurm, tmp_path):
+    """srun starts `python -m cudafix snapshot` on every node in srun's working directory, which
+    `-m` puts first on sys.path: a cudafix/ planted there must not run (issue 21 item 1).  The
+    parent is started with -P so that only the nodes' children are under test."""
+    d, env = slurm
+    env = dict(env, PYTHONPATH=str(REPO))
+    hostile = tmp_path / "shared-project"
+    (hostile / "cudafix").mkdir(parents=True)
+    mark = tmp_path / "planted-code-ran"
+    (hostile / "cudafix" / "__init__.py").write_text("open(%r, 'w').write('ran')\n" % str(mark))
+    (hostile / "cudafix" / "__main__.py").write_text("")
+    os.chmod(str(tmp_path), 0o755)
+    py = VENVS / "torch-cpu" / "bin" / "python"
+    out = subprocess.run([str(py), "-P", "-m", "cudafix", "fleet", "--slurm", "--python", str(py), "--json", "--", "-N", "3"],
+                         capture_output=True, text=True, env=env, timeout=300, cwd=str(hostile))
+    assert not mark.exists(), "a node's snapshot imported the cudafix/ of srun's working directory"
+    assert sorted(n["name"] for n in json.loads(out.stdout)["nodes"]) == ["node1", "node2", "node3"], out.stderr
+
+
 def test_slurm_prolog_drains_a_node_that_fails_the_check(slurm):
     d, env = slurm
     (d / "break-node3").write_text("")

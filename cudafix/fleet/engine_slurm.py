@@ -1,6 +1,6 @@
 """Gather snapshots through Slurm: one `cudafix snapshot` task per allocated node.
 
-    srun --ntasks-per-node=1 --output=DIR/%n.json --error=DIR/%n.err [user's srun args] PYTHON -m cudafix snapshot
+    srun --ntasks-per-node=1 --chdir=/ --output=DIR/%n.json --error=DIR/%n.err [user's srun args] PYTHON -m cudafix snapshot
 
 ``%n`` is the node's index in the job (https://slurm.schedmd.com/srun.html, "filename pattern"):
 one file per node, whatever the host names (several slurmd on one host share a hostname, so
@@ -20,7 +20,9 @@ from cudafix.fleet.inputs import Document, EngineError, InputError, read_path
 
 
 def srun_command(python: str, srun_args: Sequence[str], outdir: str) -> List[str]:
-    return (["srun", "--ntasks-per-node=1", "--output=" + os.path.join(outdir, "%n.json"),
+    # --chdir=/: on each node, `python -m` puts the working directory first on sys.path, and srun's
+    # default is the submitting shell's directory (docs/security.md); the user's own srun args follow
+    return (["srun", "--ntasks-per-node=1", "--chdir=/", "--output=" + os.path.join(outdir, "%n.json"),
              "--error=" + os.path.join(outdir, "%n.err")] + list(srun_args) + [python, "-m", "cudafix", "snapshot"])
 
 

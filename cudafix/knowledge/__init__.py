@@ -32,8 +32,6 @@ UNCONFIRMED = "unconfirmed"  # not verified: never rely on it without saying so
 STATUSES = (PRIMARY, DERIVED, SECONDARY, INFERRED, UNCONFIRMED)
 CONFIRMED = (PRIMARY, DERIVED)
 
-def is_confirmed(status: str) -> bool:
-    return status in CONFIRMED
 
 
 def version_tuple(v: str) -> tuple:

@@ -170,8 +170,3 @@ def probe_wsl(env: Optional[Mapping[str, str]] = None, root: str = "/", use_nvml
         info.unknown["windows_driver"] = why
     return info
 
-
-def picked_libcuda(info: WslInfo) -> Optional[str]:
-    """The libcuda.so.1 path the loader takes first (from found_via), or None."""
-    v = info.found_via.get("libcuda.so.1")
-    return v.split(" (", 1)[0] if v else None

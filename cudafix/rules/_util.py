@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from cudafix.model.findings import OK, PROBLEM, UNKNOWN, Outcome
 from cudafix.knowledge import cuda_driver
@@ -81,9 +81,6 @@ def env_value(snap: Snapshot, name: str) -> Optional[str]:
     return snap.env.get(name)
 
 
-def python_mm(snap: Snapshot) -> Optional[str]:
-    mm = major_minor(snap.python.version)
-    return mm_str(mm) if mm else None
 
 
 def driver_cuda_int(snap: Snapshot) -> Tuple[Optional[int], str]:
@@ -152,8 +149,6 @@ def driver_version(snap: Snapshot) -> Optional[str]:
     return snap.driver.kernel_version or snap.driver.libcuda_version
 
 
-def compute_caps(gpus: Sequence[GPU]) -> List[str]:
-    return [g.compute_capability for g in gpus if g.compute_capability]
 
 
 def unique(seq: Sequence[str]) -> List[str]:
@@ -182,11 +177,6 @@ def parse_int(text: Optional[str]) -> Optional[int]:
     return None
 
 
-def first_dict_value(d: Dict[str, str], *keys: str) -> Optional[str]:
-    for k in keys:
-        if d.get(k):
-            return d[k]
-    return None
 
 
 def builds_extensions(snap: Snapshot) -> Optional[str]:
