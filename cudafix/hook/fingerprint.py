@@ -132,3 +132,12 @@ def fingerprint(environ, syspath_part, machine=None):
 
 def apply_op(environ, op, name, value):
     EnvOp(op, name, value).apply(environ)  # ValueError for an op this cudafix does not know
+
+
+def keyed(environ, start_path, cache_file):
+    """What the check at `import torch` is keyed on, in one call: (the sys.path part, the
+    fingerprint of the environment as the loader saw it at exec plus the rest as it is now, the
+    env's cache file)."""
+    syspath = path_part(start_path)
+    return (syspath, fingerprint(loader_environ(environ), syspath),
+            os.path.join(cache_dir(sys.prefix, environ), cache_file))

@@ -13,8 +13,7 @@ import os
 import sys
 
 from cudafix.hook import cache
-from cudafix.hook.fingerprint import (LOADER_VARS, apply_op, cache_dir, exec_loader_vars, fingerprint,
-                                      loader_environ, path_part)
+from cudafix.hook.fingerprint import LOADER_VARS, apply_op, exec_loader_vars, keyed
 from cudafix.knowledge.knobs import flag_on  # the one truthiness rule of CUDAFIX_* flags
 from cudafix.store import safefs
 
@@ -125,10 +124,8 @@ def check(finder=None):
             # the sys.path of the start (saved by the finder), not today's: `-c` and scripts add
             # their own directory, which must not make a new cache entry per directory
             start_path = getattr(finder, "path", None)
-            st.syspath = path_part(start_path if isinstance(start_path, list) else None)
-            # the loader's variables as the loader used them (at exec), the rest as they are now
-            st.fp = fingerprint(loader_environ(environ), st.syspath)
-            st.cache_path = os.path.join(cache_dir(sys.prefix, environ), cache.CACHE_FILE)
+            st.syspath, st.fp, st.cache_path = keyed(environ, start_path if isinstance(start_path, list) else None,
+                                                     cache.CACHE_FILE)
             st.entry = cache.lookup(st.cache_path, st.fp)
             if st.entry is not None:
                 apply_env(st, st.entry, environ)

@@ -149,8 +149,20 @@ class AllocConfKeys:
     unknown: Optional[str] = None  # why the names could not be read (then: cudafix's cited table)
 
 
+class _Installed:
+    """What a torch / torchvision installation says about its version (not a dataclass: a mixin)."""
+
+    version: Optional[str]
+    dist: "PythonDist"
+
+    @property
+    def full_version(self) -> Optional[str]:
+        """The version as the user sees it: version.py's ("2.14.1+cu130"), else the dist's."""
+        return self.version or self.dist.version
+
+
 @record
-class TorchBuild:
+class TorchBuild(_Installed):
     """One torch installation found on sys.path (there may be several: a problem of its own)."""
 
     dist: PythonDist
@@ -165,14 +177,9 @@ class TorchBuild:
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
 
-    @property
-    def full_version(self) -> Optional[str]:
-        """The version as the user sees it: version.py's ("2.14.1+cu130"), else the dist's."""
-        return self.version or self.dist.version
-
 
 @record
-class TorchvisionBuild:
+class TorchvisionBuild(_Installed):
     """One torchvision installation found on sys.path."""
 
     dist: PythonDist
@@ -182,11 +189,6 @@ class TorchvisionBuild:
     requires_torch: Optional[str] = None  # "torch==2.14.1" from Requires-Dist
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
-
-    @property
-    def full_version(self) -> Optional[str]:
-        """The version as the user sees it: version.py's ("2.14.1+cu130"), else the dist's."""
-        return self.version or self.dist.version
 
 
 @record

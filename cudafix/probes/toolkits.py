@@ -176,20 +176,16 @@ def read_toolkit(path: str, run_nvcc: bool = True, conda_nvcc: Optional[CondaPac
     if os.path.isfile(nvcc) and os.access(nvcc, os.X_OK):
         tk.nvcc = nvcc
     notes = []
-    text, _ = read_text(os.path.join(real, "version.json"))
-    if text is not None:
-        ver = parse_version_json(text)
-        if ver:
-            tk.version, tk.found_via = ver, os.path.join(real, "version.json")
-            return tk
-        notes.append("version.json has no cuda.version")
-    text, _ = read_text(os.path.join(real, "version.txt"), 4096)
-    if text is not None:
-        ver = parse_version_txt(text)
-        if ver:
-            tk.version, tk.found_via = ver, os.path.join(real, "version.txt")
-            return tk
-        notes.append("version.txt has no 'CUDA Version'")
+    # the toolkit's own version files, newest format first (version.txt: CUDA <= 11.0)
+    for name, parse, limit, missing in (("version.json", parse_version_json, None, "cuda.version"),
+                                        ("version.txt", parse_version_txt, 4096, "'CUDA Version'")):
+        text, _ = read_text(os.path.join(real, name)) if limit is None else read_text(os.path.join(real, name), limit)
+        if text is not None:
+            ver = parse(text)
+            if ver:
+                tk.version, tk.found_via = ver, os.path.join(real, name)
+                return tk
+            notes.append("%s has no %s" % (name, missing))
     headers = [os.path.join(real, "include", "cuda.h")]
     try:
         for t in sorted(os.listdir(os.path.join(real, "targets")))[:8]:

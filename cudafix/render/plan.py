@@ -8,6 +8,11 @@ from typing import List
 from cudafix.plans.planner import INSTALL, OTHER, SHELL, UNINSTALL, FixPlan
 
 
+def _labelled(indent: str, groups) -> List[str]:
+    """One line per item, under its label in the plan's column ("keep    ...", "blocked ...")."""
+    return ["%s%-7s %s" % (indent, label, item) for label, items in groups for item in items]
+
+
 def plan_lines(plan: FixPlan, indent: str = "  ") -> List[str]:
     out: List[str] = []
     if not plan.steps and not plan.blockers:
@@ -25,12 +30,7 @@ def plan_lines(plan: FixPlan, indent: str = "  ") -> List[str]:
     if removed:
         out.append("%sremove  %d CUDA wheel%s the replaced torch needed: %s" % (
             indent, len(removed), "" if len(removed) == 1 else "s", ", ".join(c.name for c in removed)))
-    for k in plan.keeps:
-        out.append("%skeep    %s" % (indent, k))
-    for w in plan.why:
-        out.append("%swhy     %s" % (indent, w))
-    for s in plan.skipped:
-        out.append("%snot     %s" % (indent, s))
+    out.extend(_labelled(indent, (("keep", plan.keeps), ("why", plan.why), ("not", plan.skipped))))
     number = {s.text: i for i, s in enumerate(plan.steps, 1)}  # "plan step N" in the findings
     runs = [s for s in plan.steps if s.kind in (INSTALL, UNINSTALL, OTHER)]
     if runs:
@@ -41,12 +41,6 @@ def plan_lines(plan: FixPlan, indent: str = "  ") -> List[str]:
     if shell:
         out.append(indent + "shell (sh, bash, zsh):")
         out.extend("%s  %d.   %s" % (indent, number[s.text], s.text) for s in shell)
-    for b in plan.blockers:
-        out.append("%sblocked %s" % (indent, b))
-    for u in plan.unresolved:
-        out.append("%sopen    %s" % (indent, u))
-    for a in plan.automatic:
-        out.append("%sauto    %s" % (indent, a))
-    for n in plan.notes:
-        out.append("%snote    %s" % (indent, n))
+    out.extend(_labelled(indent, (("blocked", plan.blockers), ("open", plan.unresolved), ("auto", plan.automatic))))
+    out.extend(_labelled(indent, (("note", plan.notes),)))
     return out
