@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -147,3 +148,22 @@ def test_daemonset_claims_no_gpu_and_sees_the_driver():
     assert "nvidia.com/gpu:" not in spec.replace("nvidia.com/gpu.present", ""), "a GPU claim is held for good"
     assert "- name: NVIDIA_VISIBLE_DEVICES" in spec and "value: all" in spec
     assert "status.phase!=Running" in text  # how to find the nodes whose pod stays Pending
+
+
+def test_demangle_never_runs_a_cxxfilt_from_the_current_directory(tmp_path, monkeypatch):
+    """A missing symbol is named with c++filt; a `.` or empty entry in PATH must not make cudafix
+    run one planted in the working directory (issue 21 item 1's rule, for programs too)."""
+    from cudafix.probes import extensions
+
+    mark = tmp_path / "planted-ran"
+    fake = tmp_path / "c++filt"
+    fake.write_text("#!/bin/sh\n: > %s\necho planted\n" % mark)
+    fake.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    for path in (".:/usr/bin", ":/usr/bin", "/usr/bin:"):
+        monkeypatch.setenv("PATH", path)
+        got = extensions.demangle("_ZN3c104cuda9SetDeviceEa")
+        assert not mark.exists(), "PATH=%r ran ./c++filt" % path
+        if shutil.which("c++filt", path="/usr/bin"):
+            assert got == subprocess.run(["/usr/bin/c++filt", "_ZN3c104cuda9SetDeviceEa"], capture_output=True,
+                                         text=True, timeout=30).stdout.strip()

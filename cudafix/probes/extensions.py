@@ -35,7 +35,7 @@ from cudafix.probes.elf import read_elf
 from cudafix.probes.cudart_static import static_cudart_version
 from cudafix.probes.fatbin import scan_fatbin_uncached
 from cudafix.probes.host import open_regular
-from cudafix.store import cachefile
+from cudafix.store import cachefile, safefs
 from cudafix.model import cuda as cudaver
 
 CACHE_FILE = "extensions-cache.json"
@@ -258,8 +258,11 @@ def demangle(name: str) -> Optional[str]:
     """c++filt's reading of a mangled name (binutils); None when c++filt is not installed."""
     if not name.startswith("_Z"):
         return name
-    tool = shutil.which("c++filt")
-    if tool is None:
+    # only PATH's absolute directories: an empty or relative entry ("", ".") would run a c++filt
+    # planted in the current directory, and a name is no reason to run another user's program
+    search = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(d))
+    tool = shutil.which("c++filt", path=search)
+    if tool is None or safefs.safe_to_load(tool) is not None:
         return None
     try:
         out = subprocess.run([tool, name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
