@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -189,7 +190,10 @@ def test_slurm_prolog_drains_a_node_that_fails_the_check(slurm):
 def ray_cluster(tmp_path_factory):
     ray = VENVS / "ray" / "bin" / "ray"
     _need(ray.exists(), "the ray test venv is missing: tests/make_venvs.sh builds it (CI does)")
-    tmp = tmp_path_factory.mktemp("ray")
+    # Ray's session sockets live under --temp-dir, and an AF_UNIX path holds at most 107 bytes: under
+    # xdist, pytest's temp paths (/tmp/pytest-of-root/pytest-N/popen-gwK/ray0/session_<date>_<pid>/
+    # sockets/plasma) run over it, so the session gets a short private dir of its own.
+    tmp = tempfile.mkdtemp(prefix="cfray-", dir="/tmp")
     [port] = _free_ports(1)
     env = dict(os.environ, PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
     common = ["--num-cpus=1", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]  # loopback only
@@ -212,6 +216,7 @@ def ray_cluster(tmp_path_factory):
         yield "127.0.0.1:%d" % port, env
     finally:
         subprocess.run([str(ray), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_ray_fleet_names_the_node_started_with_another_environment(ray_cluster):
