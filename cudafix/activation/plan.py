@@ -28,6 +28,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from cudafix.knowledge import env_vars
 from cudafix.model.fixes import EnvPatch
+from cudafix.plans.environment import manageable, safe_fixes  # noqa: F401  (manageable: the shells use it too)
 
 # -- the protocol's data (shared with every shell renderer) ------------------------------------
 
@@ -41,11 +42,6 @@ MANAGED = env_vars.MANAGED
 
 # Format of the cache files: the static activate scripts only accept a cache of this format.
 CACHE_FORMAT = "1"
-
-def manageable(name: str) -> bool:
-    """Whether activation may set / unset / back up this variable."""
-    return name in MANAGED
-
 
 @dataclasses.dataclass(frozen=True)
 class ActivationPlan:
@@ -144,11 +140,6 @@ def restored_env(env: Mapping[str, str]) -> Dict[str, str]:
 
 # -- the plan -----------------------------------------------------------------------------------
 
-def _is_safe_for_activation(finding) -> bool:
-    fix = finding.fix
-    return bool(fix and fix.auto and fix.applies_in in ("activation", "both") and fix.env)
-
-
 def _reason(summary: str) -> str:
     """A safe fix's summary may end with a parenthesised reason: the line shows it."""
     m = re.search(r"(\([^()]*\))\s*\.?\s*$", summary or "")
@@ -175,7 +166,7 @@ def _problem(f) -> str:
 
 
 def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> ActivationPlan:
-    """Apply, in order, the env parts of the safe fixes whose scope includes activation.
+    """Apply, in order, the activation part of the environment plan (cudafix/plans/environment.py).
 
     The plan holds final values, so the shells never compute list edits themselves.  Ops on
     variables activation cannot manage (PATH, CONDA_*, ...) are left out.  The line counts the
@@ -187,10 +178,8 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Activation
     parts: List[str] = []
     applied = set()
     named = set()  # findings whose message a change already quotes
-    for i, f in enumerate(findings):
-        if not _is_safe_for_activation(f):
-            continue
-        ops = tuple(op for op in f.fix.env.ops if manageable(op.name))
+    for i, sf in enumerate(safe_fixes(findings)):  # the activation part of the one environment plan
+        f, ops = sf.finding, sf.activation_ops
         if not ops:
             continue
         before = dict(cur)

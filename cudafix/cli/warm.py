@@ -50,6 +50,7 @@ def warm_cmd(status_only: bool, background: bool) -> None:
     except Exception as exc:
         click.echo("cudafix: error: cannot probe this environment: %s: %s" % (type(exc).__name__, exc), err=True)
         sys.exit(2)
+    env = program_env(snap, env)
     targets = warm.targets(snap)
     state = warm.load_state(cache_dir)
     if status_only:
@@ -88,6 +89,21 @@ def warm_cmd(status_only: bool, background: bool) -> None:
     if lock is not None:
         lock.close()
     sys.exit(1 if failed else 0)
+
+
+def program_env(snap, env: Dict[str, str]) -> Dict[str, str]:
+    """The environment the program will run in: ``env`` with the corrections the startup hook
+    makes at `import torch` (the process part of the environment plan).  The warm child's own hook
+    is off (CUDAFIX_DISABLE=1), so without them it would warm another JIT cache than the
+    program's (CUDA_CACHE_DISABLE=1 unset, CUDA_CACHE_MAXSIZE raised: docs/gpu.md)."""
+    from cudafix import rules
+    from cudafix.plans.environment import environment_plan
+
+    out = dict(env)
+    for sf in environment_plan(rules.findings(rules.run(snap))).for_process():
+        for op in sf.process_ops:
+            op.apply(out)
+    return out
 
 
 COMMANDS = [warm_cmd]

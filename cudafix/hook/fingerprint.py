@@ -11,7 +11,7 @@ from cudafix.knowledge import env_vars
 from cudafix.model.fixes import EnvOp
 from cudafix.store import paths, safefs
 
-LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")  # never changed in-process (docs/hook.md)
+LOADER_VARS = env_vars.LOADER_VARS  # never changed in-process (docs/hook.md)
 
 # The variables whose value changes cudafix's verdicts (os.environ's bytes keys): the HOOK rows of
 # cudafix/knowledge/env_vars.py.  The policy variables (CUDAFIX_*) are not part of the fingerprint.

@@ -29,33 +29,27 @@ from cudafix.hook import cache as hookcache
 from cudafix.hook import fingerprint as hookfp
 from cudafix.model.findings import RUNTIME, Finding
 from cudafix.store import safefs
-from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
+from cudafix.model.fixes import SET
+from cudafix.plans.environment import SafeFix, safe_fixes
 
 MAX_ENTRIES = 16  # fingerprints remembered per env (e.g. two shells with different PATHs)
 WARN_SEVERITIES = ("error", "warning")
-_ENV_OPS = (SET, UNSET, PREPEND_PATH, REMOVE_PATH)
 
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def _in_process_ops(f: Finding) -> List[Tuple[str, str, str, Optional[str]]]:
-    fix = f.fix
-    if not (fix and fix.auto and fix.applies_in in ("process", "both")):
-        return []
-    return [(f.rule, op.op, op.name, op.value) for op in fix.env.ops
-            if op.op in _ENV_OPS and op.name not in hookfp.LOADER_VARS and op.name]
+def _in_process_ops(sf: SafeFix) -> List[Tuple[str, str, str, Optional[str]]]:
+    return [(sf.finding.rule, op.op, op.name, op.value) for op in sf.process_ops]
 
 
-def _preloads(f: Finding, ld_library_path: Optional[str] = None) -> List[Tuple[str, str, str]]:
-    fix = f.fix
-    if not (fix and fix.auto):
-        return []
-    # a preload only ever acts in-process, whatever the fix's scope says about its env ops;
+def _preloads(sf: SafeFix, ld_library_path: Optional[str] = None) -> List[Tuple[str, str, str]]:
     # never one from a place others can write or the current directory (docs/security.md)
+    if not sf.preloads:
+        return []
     owners = safefs.env_owners(sys.prefix)
-    return [(f.rule, p.soname, p.path) for p in fix.preload
+    return [(sf.finding.rule, p.soname, p.path) for p in sf.preloads
             if safefs.preload_refusal(p.path, ld_library_path, owners) is None]
 
 
@@ -87,9 +81,10 @@ def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath
     preloads: List[Tuple[str, str, str]] = []
     warns: List[Tuple[str, bool, str, str]] = []
     seen_paths = set()
-    for f in findings:
-        f_ops = _in_process_ops(f)
-        f_pre = [p for p in _preloads(f, environ.get("LD_LIBRARY_PATH")) if p[2] not in seen_paths]
+    for sf in safe_fixes(list(findings)):  # the process part of the one environment plan
+        f = sf.finding
+        f_ops = _in_process_ops(sf)
+        f_pre = [p for p in _preloads(sf, environ.get("LD_LIBRARY_PATH")) if p[2] not in seen_paths]
         seen_paths.update(p[2] for p in f_pre)
         ops.extend(f_ops)
         preloads.extend(f_pre)

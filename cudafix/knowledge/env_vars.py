@@ -145,6 +145,11 @@ TABLE: Tuple[EnvVar, ...] = (
 )
 
 
+# Read by the dynamic loader once, at exec (ld.so(8)): changing them in a running process changes
+# nothing for the libraries it loads, so they are corrected at activation only (docs/hook.md).
+LOADER_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+
+
 def names(reader: str) -> Tuple[str, ...]:
     """The names a reader reads, in table order."""
     if reader not in READERS:
