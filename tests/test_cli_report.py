@@ -373,7 +373,7 @@ def test_run_status_shows_the_bundled_example_without_driver():
     assert r.returncode == 0, r.stderr
     first, second = r.stdout.split("No NVIDIA driver on this machine.")
     assert "kernel module    unknown" in first
-    assert "snapshot: bundled example h200-torch2.11-cu130" in second
+    assert "snapshot: bundled example h200-rich-torch2.11-cu130" in second
     assert "0  NVIDIA H200  sm_90" in second
 
 
