@@ -15,8 +15,8 @@ each in a fresh child interpreter with sys.setprofile (Python-level calls only):
 Counted: the cudafix files (and folders) whose code ran, and the "moves": how often a call passed
 from one cudafix file to another, leaving out the pipeline's shared stages (probes/, rules/,
 model/, knowledge/, store/), which every path uses alike, and calls that are no step of the
-path's logic (module bodies run by an import, the startup finder's look at each import,
-comprehensions).  The moves are what a reader
+path's logic (module and class bodies run by an import, the startup finder's look at each
+import, comprehensions).  The moves are what a reader
 follows to trace that path's own logic; docs/architecture.md records the figures.
 """
 
@@ -44,8 +44,8 @@ def prof(frame, event, arg):
         return
     rel = os.path.relpath(f, root)
     seen.add(rel)
-    if frame.f_code.co_name in ("<module>", "_find_spec", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"):
-        return  # a module body running at import, the finder seeing an import, a comprehension: no step of logic
+    if not frame.f_code.co_flags & 0x2 or frame.f_code.co_name in ("_find_spec", "<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"):
+        return  # a module or class body (no CO_NEWLOCALS), the finder seeing an import, a comprehension: no step of logic
     stage = rel.split(os.sep)[1] if rel.count(os.sep) >= 1 else rel
     if stage in %(shared)r:
         return
