@@ -52,9 +52,9 @@ def _libc() -> ctypes.CDLL:
         libc.getifaddrs, libc.freeifaddrs
         return libc
     except (OSError, AttributeError):
-        import ctypes.util
+        from ctypes.util import find_library  # (a plain `import ctypes.util` would make ctypes local here)
 
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return ctypes.CDLL(find_library("c") or "libc.so.6", use_errno=True)
 
 
 def socket_interfaces() -> Tuple[Optional[List[str]], str]:
