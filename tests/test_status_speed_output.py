@@ -19,6 +19,8 @@ import sys
 from typing import List, Tuple
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import require
 
@@ -99,3 +101,46 @@ def test_status_and_check_output_unchanged(new_tree, base_tree, tmp_path):
     outs = [f["new"].result() for a, f in jobs]
     assert all(o[1] for o in outs)
     assert {o[0] for o in outs} >= {0, 1}
+
+
+# -- versions.release reads "N.N.N" and "N.N.N+local" without packaging: the same tuple as packaging's --
+
+_NUM = st.from_regex(r"\A[0-9]{1,4}\Z")
+_LOCAL = st.from_regex(r"\A[a-zA-Z0-9]{1,5}([-_.][a-zA-Z0-9]{1,3}){0,2}\Z")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_NUM, min_size=1, max_size=5), st.one_of(st.none(), _LOCAL), st.sampled_from(["", " ", "\t"]))
+def test_release_equals_packaging_on_its_fast_path(nums, local, pad):
+    from packaging.version import Version
+
+    from cudafix.model import versions
+
+    text = pad + ".".join(nums) + ("+" + local if local else "") + pad
+    assert versions._PLAIN.fullmatch(text.strip())  # the fast path is the one taken
+    assert versions.release(text) == Version(text).release
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="0123456789.+-_vV!abcrpost \u0663", max_size=14))
+def test_release_equals_the_packaging_reading_on_any_text(text):
+    """Any text: what packaging reads (the whole, else the leading number, as versions.parse
+    does), and where that raises (a non-ASCII digit: a bug of the earlier tree kept as it was), the same."""
+    from packaging.version import InvalidVersion, Version
+
+    from cudafix.model import versions
+
+    def packaging_reading(s):
+        try:
+            return Version(s).release if s else ()
+        except InvalidVersion:
+            m = versions._LEADING.match(s)
+            return Version(m.group(1)).release if m else ()
+
+    def outcome(f, arg):
+        try:
+            return f(arg)
+        except Exception as exc:  # noqa: BLE001 (the same exception on both sides is the check)
+            return type(exc)
+
+    assert outcome(versions.release, text) == outcome(packaging_reading, text.strip())
