@@ -49,8 +49,9 @@ def _libc() -> ctypes.CDLL:
     shutil, tempfile: ~20 ms) and running ldconfig -p; find_library only where that lacks the symbol."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.getifaddrs, libc.freeifaddrs
-        return libc
+        if libc.getifaddrs and libc.freeifaddrs:  # AttributeError where the symbols are missing
+            return libc
+        raise AttributeError("getifaddrs")
     except (OSError, AttributeError):
         from ctypes.util import find_library  # (a plain `import ctypes.util` would make ctypes local here)
 
