@@ -33,6 +33,9 @@ def main(argv=None) -> int:
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     cmd = [args.python, "-m", "cudafix", "status", "--json"]
     devnull = os.open(os.devnull, os.O_RDWR)
+    # `python -m` puts the working directory first on sys.path: run from a checkout, both sides would
+    # import that checkout's cudafix, whatever PYTHONPATH says.  Spawn from an empty directory.
+    os.chdir(tempfile.mkdtemp(prefix="status-ab-cwd-"))
 
     def once(k):
         env = dict(base, PYTHONPATH=trees[k], XDG_CACHE_HOME=caches[k])

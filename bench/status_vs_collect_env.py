@@ -54,9 +54,15 @@ print(json.dumps({"rc": p.returncode, "wall_s": wall, "maxrss_kib": ru.ru_maxrss
 """
 
 
+# `python -m` puts the working directory first on sys.path: run from a checkout, --also-repo would
+# import that checkout's cudafix, whatever PYTHONPATH says.  Every measured command starts here.
+NEUTRAL_CWD = tempfile.mkdtemp(prefix="statusbench-cwd-")
+
+
 def measure(cmd, env):
     spec = json.dumps({"cmd": cmd, "env": env})
-    out = subprocess.run([sys.executable, "-c", WRAPPER, spec], stdout=subprocess.PIPE, check=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", WRAPPER, spec], stdout=subprocess.PIPE, check=True, timeout=600,
+                         cwd=NEUTRAL_CWD)
     return json.loads(out.stdout)
 
 

@@ -8,7 +8,6 @@ GPU_CC below; a miss answers None (unknown), and --assume-gpu suggests the neare
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Dict, List, Optional, Tuple
 
@@ -139,6 +138,8 @@ def named_row(name: str) -> Optional[GpuCC]:
 
 def suggest(name: str, n: int = 3) -> List[str]:
     """Known product names nearest to ``name`` (for a typo): NVIDIA's spelling, best first."""
+    import difflib  # only for a typo: not on every run's import path (it pulls heapq)
+
     table = _named()
     key = name_key(name)
     out: List[str] = []

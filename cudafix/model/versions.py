@@ -13,6 +13,10 @@ import re
 from typing import Optional, Tuple
 
 _LEADING = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
+# A release with at most a local part ("12.1.105", "2.14.1+cu130"): packaging's own grammar for
+# those two pieces (packaging/version.py VERSION_PATTERN, ASCII digits), so its release tuple is
+# the dotted numbers as ints, read here without importing packaging (~5 ms on `cudafix status`).
+_PLAIN = re.compile(r"([0-9]+(?:\.[0-9]+)*)(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.IGNORECASE | re.ASCII)
 
 
 def parse(text: Optional[str]):  # -> Optional[packaging.version.Version]
@@ -31,6 +35,9 @@ def parse(text: Optional[str]):  # -> Optional[packaging.version.Version]
 
 def release(text: Optional[str]) -> Tuple[int, ...]:
     """"12.1.105" -> (12, 1, 105); "2.4.1+cu121" -> (2, 4, 1); junk -> ()."""
+    m = _PLAIN.fullmatch(str(text or "").strip())
+    if m:
+        return tuple(int(p) for p in m.group(1).split("."))
     v = parse(text)
     return tuple(v.release) if v is not None else ()
 

@@ -25,7 +25,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import ExtensionInfo, ExtensionModule
@@ -264,6 +263,8 @@ def demangle(name: str) -> Optional[str]:
     tool = shutil.which("c++filt", path=search)
     if tool is None or safefs.safe_to_load(tool) is not None:
         return None
+    import subprocess  # here, not at import: a warm scan demangles nothing (~8 ms)
+
     try:
         out = subprocess.run([tool, name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                              stdin=subprocess.DEVNULL, timeout=10).stdout.decode("utf-8", "replace").strip()

@@ -15,9 +15,7 @@ ACTIVE and its link layer is InfiniBand or Ethernet: read here from
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
-import socket
 from typing import List, Optional, Tuple
 
 from cudafix.probes.host import describe_oserror, join_root
@@ -45,10 +43,28 @@ _Ifaddrs._fields_ = [
 ]
 
 
+def _libc() -> ctypes.CDLL:
+    """The C library with getifaddrs.  The interpreter's own namespace first: dlopen(NULL) sees the libc
+    Python is linked to, the one find_library("c") names, without importing ctypes.util (subprocess,
+    shutil, tempfile: ~20 ms) and running ldconfig -p; find_library only where that lacks the symbol."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.getifaddrs and libc.freeifaddrs:  # AttributeError where the symbols are missing
+            return libc
+        raise AttributeError("getifaddrs")
+    except (OSError, AttributeError):
+        from ctypes.util import find_library  # (a plain `import ctypes.util` would make ctypes local here)
+
+        return ctypes.CDLL(find_library("c") or "libc.so.6", use_errno=True)
+
+
 def socket_interfaces() -> Tuple[Optional[List[str]], str]:
     """(names NCCL's interface search can return, how) or (None, why not)."""
+    # _socket, not socket: the same constants without socket.py's enum conversions (~2 ms)
+    from _socket import AF_INET, AF_INET6
+
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = _libc()
         getifaddrs, freeifaddrs = libc.getifaddrs, libc.freeifaddrs
     except (OSError, AttributeError) as exc:
         return None, "getifaddrs unavailable: %s" % exc
@@ -65,9 +81,9 @@ def socket_interfaces() -> Tuple[Optional[List[str]], str]:
             if not e.ifa_addr or not e.ifa_name:
                 continue
             fam = e.ifa_addr.contents.sa_family
-            if fam not in (socket.AF_INET, socket.AF_INET6) or not e.ifa_flags & IFF_RUNNING:
+            if fam not in (AF_INET, AF_INET6) or not e.ifa_flags & IFF_RUNNING:
                 continue
-            if fam == socket.AF_INET6:
+            if fam == AF_INET6:
                 # sockaddr_in6: family(2) port(2) flowinfo(4) addr(16): sa_data[6:22] spills past
                 # the 14-byte sockaddr, so read the address from the pointer itself
                 raw = ctypes.string_at(ctypes.addressof(e.ifa_addr.contents) + 8, 16)
