@@ -1,7 +1,10 @@
 """The status import diet (issue 23) changes no output: `status`, `status --json` and `check` print
 byte-identical stdout, and exit with the same code, on this tree and on the tree the change started
 from (BASE, extracted with `git archive`), for every snapshot fixture (tests/fixtures/**/*.json of
-schema cudafix.snapshot/1 and the bundled examples) and for this machine probed live.
+schema cudafix.snapshot/1 and the bundled examples).  (This machine probed live was compared too
+when the change was made; it is left out of the suite, where other tests change the machine --
+network namespaces, Slurm and Ray daemons -- while the two trees probe it.)  When output is changed
+on purpose, BASE moves to the commit before that change.
 
 The truth is the earlier tree's own output, run as a real `python -m cudafix` process each time.
 """
@@ -82,7 +85,6 @@ def test_there_are_snapshots_to_compare():
 
 def test_status_and_check_output_unchanged(new_tree, base_tree, tmp_path):
     cases = [c + ["--from", str(p)] for p in _snapshots() for c in COMMANDS]
-    cases += [list(c) for c in COMMANDS] * 2  # this machine, probed: a cold then a warm cache
     trees = {"new": new_tree, "base": base_tree}
     for name in trees:
         (tmp_path / name / "xdg").mkdir(parents=True)
