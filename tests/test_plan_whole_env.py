@@ -16,7 +16,7 @@ from tables outside cudafix, cited where used:
   (https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html); A100 = 8.0,
   RTX 4090 = 8.9, H200 = 9.0 (https://developer.nvidia.com/cuda-gpus); SASS sm_86 runs on 8.9 (same
   major, higher minor: CUDA binary compatibility).
-- cupy: one wheel per CUDA major, cupy-cuda12x for CUDA 12.x (https://pypi.org/project/cupy/).
+- cupy: one wheel per CUDA major, cupy-cuda12x for CUDA 12.x (https://docs.cupy.dev/en/stable/install.html).
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ class AddonFamily:
 FAMILIES: Tuple[AddonFamily, ...] = (
     AddonFamily(
         r"^cupy-cuda(?P<major>1[1-9])x$", "cupy-cuda%dx", (11, 12, 13), True,
-        "https://pypi.org/project/cupy/ (cupy-cuda13x for CUDA 13.x, cupy-cuda12x for CUDA 12.x, cupy-cuda11x for "
-        "CUDA 11.2 ~ 11.x); https://docs.cupy.dev/en/stable/install.html (CuPy v14: CUDA v12.0 .. v13.1)",
+        "https://docs.cupy.dev/en/stable/install.html (one package per CUDA major: cupy-cuda13x for CUDA 13.x, "
+        "cupy-cuda12x for CUDA 12.x, cupy-cuda11x for CUDA 11.2 ~ 11.x; CuPy v14: CUDA v12.0 .. v13.1)",
         note="CuPy releases every version as one wheel per CUDA major; v14 has no CUDA 11 wheel",
     ),
     AddonFamily(
