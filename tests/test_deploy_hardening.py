@@ -30,12 +30,7 @@ OTHER = "cfxsec-env"
 SHELLS = [s for s in ("dash", "bash") if shutil.which(s)]
 
 
-@pytest.fixture(scope="module")
-def other():
-    users.need_users()
-    u = users.create(OTHER)
-    yield u
-    users.remove(OTHER)
+other = users.module_user(OTHER)
 
 
 def _conf(d: pathlib.Path, body: str, mode: int = 0o644, dmode: int = 0o755) -> pathlib.Path:

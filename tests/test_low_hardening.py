@@ -19,12 +19,7 @@ from tests.conftest import REPO, run_dev_cudafix
 OTHER = "cfxsec-low"
 
 
-@pytest.fixture(scope="module")
-def other():
-    users.need_users()
-    u = users.create(OTHER)
-    yield u
-    users.remove(OTHER)
+other = users.module_user(OTHER)
 
 
 # -- fix prints a CUDA_HOME export that works when pasted -----------------------------------------

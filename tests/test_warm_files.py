@@ -25,12 +25,7 @@ OTHER = "cfxsec-lock"
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def other():
-    users.need_users()
-    u = users.create(OTHER)
-    yield u
-    users.remove(OTHER)
+other = users.module_user(OTHER)
 
 
 def _planted(tmp_path: pathlib.Path, other, name: str, target: pathlib.Path) -> pathlib.Path:

@@ -34,12 +34,7 @@ __attribute__((constructor)) static void ran(void) {
 """
 
 
-@pytest.fixture(scope="module")
-def other():
-    users.need_users()
-    u = users.create(OTHER)
-    yield u
-    users.remove(OTHER)
+other = users.module_user(OTHER)
 
 
 @pytest.fixture(scope="module")

@@ -49,6 +49,20 @@ def remove(name: str) -> None:
     subprocess.run(["userdel", name], capture_output=True, timeout=60)
 
 
+def module_user(name: str, fixture_name: str = "other"):
+    """A module-scoped fixture: the user ``name``, created for the test module, removed after it.
+    In a test module: ``other = users.module_user("cfxsec-x")``."""
+
+    @pytest.fixture(scope="module", name=fixture_name)
+    def _user():
+        need_users()
+        u = create(name)
+        yield u
+        remove(name)
+
+    return _user
+
+
 def as_user(user: pwd.struct_passwd, argv: List[str], env: Optional[Dict[str, str]] = None, timeout: float = 120,
             cwd: str = "/") -> subprocess.CompletedProcess:
     """Run argv as ``user`` (no supplementary groups), in its own session, with exactly ``env``."""
