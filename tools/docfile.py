@@ -6,8 +6,10 @@ docs/accuracy.md, knowledge/gpu_names.py); each test of "the file is current" ru
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from typing import Callable, Optional, Sequence
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,3 +34,14 @@ def write_or_check(path: str, text: str, check: bool, regenerate: str) -> int:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(text)
     return 0
+
+
+def main(module: str, doc: str, render: Callable[[], str], default_output: str,
+         argv: Optional[Sequence[str]] = None) -> int:
+    """The command line of a generator that takes no input: ``python -m tools.X [--check] [--output F]``."""
+    prog = "python -m " + module
+    ap = argparse.ArgumentParser(prog=prog, description=doc.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
+    ap.add_argument("--output", default=default_output)
+    args = ap.parse_args(argv)
+    return write_or_check(args.output, render(), args.check, prog)

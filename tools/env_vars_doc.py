@@ -8,12 +8,12 @@ tests/test_env_vars.py fails when the committed file differs from what this prin
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import List, Optional, Sequence
 
 from cudafix.knowledge import env_vars, knobs
-from tools.docfile import repo_path, write_or_check
+from tools import docfile
+from tools.docfile import repo_path
 
 HEADER = """# Environment variables cudafix reads
 
@@ -75,12 +75,7 @@ def default_path() -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tools.env_vars_doc", description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true", help="exit 1 if the file is out of date")
-    ap.add_argument("--output", default=default_path())
-    args = ap.parse_args(argv)
-    text = render()
-    return write_or_check(args.output, text, args.check, "python -m tools.env_vars_doc")
+    return docfile.main("tools.env_vars_doc", __doc__, render, default_path(), argv)
 
 
 if __name__ == "__main__":
