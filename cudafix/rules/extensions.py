@@ -16,7 +16,7 @@ from cudafix.model.fixes import Fix
 from cudafix.model.snapshot import GPU, ExtensionModule, Snapshot
 from cudafix.rules import _extload
 from cudafix.rules.torch import check_torchvision
-from cudafix.rules._util import base_version, driver_cuda_int, fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, unknown
+from cudafix.rules._util import driver_cuda_int, fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, unknown
 from cudafix.model import cuda as cudaver
 
 CPP_EXT_DOC = "https://pytorch.org/docs/stable/cpp_extension.html"
@@ -249,17 +249,10 @@ def check_ext_torch_symbols(snap: Snapshot) -> Iterable[Outcome]:
             groups.setdefault(m.package or m.path, []).append(m)
     tv_reported = "torchvision" in groups and any(
         o.verdict == PROBLEM for o in check_torchvision(snap))
-    tv_now = base_version(snap.torchvision[0].version or snap.torchvision[0].dist.version) if snap.torchvision else None
     for key, group in groups.items():
         first = group[0]
         if key == "torchvision" and tv_reported:
             out.append(ok("%s: %d file(s) fail to load; one cause, reported by torchvision-mismatch" % (_pkg(first), len(group)),
-                          subject=_name(first)))
-            continue
-        if key == "torchvision" and tv_now and first.package_version and base_version(first.package_version) != tv_now:
-            # the files were installed by another torchvision than the one the snapshot now holds
-            # (a plan's simulated target replaces them): their facts say nothing about the new one
-            out.append(ok("%s: files of torchvision %s, which torchvision %s replaces" % (_name(first), first.package_version, tv_now),
                           subject=_name(first)))
             continue
         ev = [_extload.file_evidence(m) for m in group]
