@@ -28,7 +28,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from cudafix.knowledge import env_vars
 from cudafix.model.fixes import EnvPatch
-from cudafix.plans.environment import manageable, safe_fixes  # noqa: F401  (manageable: the shells use it too)
+from cudafix.plans.environment import environment_plan, manageable  # noqa: F401  (manageable: the shells use it too)
 
 # -- the protocol's data (shared with every shell renderer) ------------------------------------
 
@@ -178,7 +178,7 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Activation
     parts: List[str] = []
     applied = set()
     named = set()  # findings whose message a change already quotes
-    for i, sf in enumerate(safe_fixes(findings)):  # the activation part of the one environment plan
+    for i, sf in enumerate(environment_plan(findings).fixes):  # the activation part of the one environment plan
         f, ops = sf.finding, sf.activation_ops
         if not ops:
             continue

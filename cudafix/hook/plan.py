@@ -30,7 +30,7 @@ from cudafix.hook import fingerprint as hookfp
 from cudafix.model.findings import RUNTIME, Finding
 from cudafix.store import safefs
 from cudafix.model.fixes import SET
-from cudafix.plans.environment import SafeFix, safe_fixes
+from cudafix.plans.environment import SafeFix, environment_plan
 
 MAX_ENTRIES = 16  # fingerprints remembered per env (e.g. two shells with different PATHs)
 WARN_SEVERITIES = ("error", "warning")
@@ -81,7 +81,7 @@ def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath
     preloads: List[Tuple[str, str, str]] = []
     warns: List[Tuple[str, bool, str, str]] = []
     seen_paths = set()
-    for sf in safe_fixes(list(findings)):  # the process part of the one environment plan
+    for sf in environment_plan(findings).fixes:  # the process part of the one environment plan
         f = sf.finding
         f_ops = _in_process_ops(sf)
         f_pre = [p for p in _preloads(sf, environ.get("LD_LIBRARY_PATH")) if p[2] not in seen_paths]

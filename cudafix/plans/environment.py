@@ -9,14 +9,14 @@ automatic path takes its part of it, in the findings' order:
 - ``import torch`` (cudafix/hook/plan.py): the environment ops of fixes that apply in the process,
   never on the loader's variables (read once, at exec: knowledge/env_vars.py ``LOADER_VARS``), and
   the preloads of every safe fix (a preload only ever acts in the process);
-- the report's auto-fix line says where each applies (render/findings.py).
+- `cudafix warm`'s child: the process part, applied to the environment it runs in (cli/warm.py).
 
 What a path does with its part (the shell code, the cache entry, the words) stays that path's.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence, Tuple
+from typing import Iterable, Tuple
 
 from cudafix.knowledge import env_vars
 from cudafix.model.findings import Finding
@@ -70,8 +70,3 @@ def safe_fix(f: Finding) -> SafeFix:
 
 def environment_plan(findings: Iterable[Finding]) -> EnvironmentPlan:
     return EnvironmentPlan(tuple(safe_fix(f) for f in findings))
-
-
-def safe_fixes(findings: Sequence[Finding]) -> Tuple[SafeFix, ...]:
-    """Every finding's SafeFix (empty parts for one that has no safe fix), in order."""
-    return environment_plan(findings).fixes
