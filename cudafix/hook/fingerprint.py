@@ -8,10 +8,10 @@ import sys
 
 from cudafix import __version__ as VERSION  # the one copy (the package is imported already)
 from cudafix.knowledge import env_vars
+from cudafix.knowledge.env_vars import LOADER_VARS  # never changed in-process (docs/hook.md)
 from cudafix.model.fixes import EnvOp
 from cudafix.store import paths, safefs
 
-LOADER_VARS = env_vars.LOADER_VARS  # never changed in-process (docs/hook.md)
 
 # The variables whose value changes cudafix's verdicts (os.environ's bytes keys): the HOOK rows of
 # cudafix/knowledge/env_vars.py.  The policy variables (CUDAFIX_*) are not part of the fingerprint.

@@ -13,7 +13,8 @@ import os
 import sys
 
 from cudafix.hook import cache
-from cudafix.hook.fingerprint import LOADER_VARS, apply_op, exec_loader_vars, keyed
+from cudafix.hook.fingerprint import apply_op, exec_loader_vars, keyed
+from cudafix.knowledge.env_vars import LOADER_VARS
 from cudafix.knowledge.knobs import flag_on  # the one truthiness rule of CUDAFIX_* flags
 from cudafix.store import safefs
 
