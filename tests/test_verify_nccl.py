@@ -124,3 +124,18 @@ def test_no_torch_is_exit_4(tmp_path):
     proc = run_dev_cudafix("verify", "--nccl", "--python", str(venv / "bin" / "python"), timeout=120)
     assert proc.returncode == 4, (proc.stdout, proc.stderr)
     assert "No module named 'torch'" in proc.stdout
+
+
+def test_nccl_log_is_read_from_stdout_where_nccl_writes_it(tmp_path):
+    """NCCL's debug log goes to stdout by default (NVIDIA/nccl src/debug.cc, `ncclDebugFile = stdout`):
+    a real rank process whose stdout carries NCCL's lines, as the H200 run's did, must give its
+    version and transport; the child's JSON line stays the result, not the log."""
+    wrapper = tmp_path / "python"
+    wrapper.write_text('#!/bin/sh\necho "h200:7:7 [0] NCCL INFO NCCL version 2.28.9+cuda13.0"\n'
+                       'echo "h200:7:9 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM" >&2\n'
+                       'exec %s "$@"\n' % sys.executable)
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    children, logs = nccl.run_ranks(str(wrapper), 1, timeout=120)
+    parsed = nccl.parse_log("\n".join(logs))
+    assert parsed["version"] == "2.28.9+cuda13.0" and parsed["transports"] == ["P2P/CUMEM"]
+    assert children[0]["rank"] == 0 and not any(ln.startswith("{") for ln in "\n".join(logs).splitlines())

@@ -5,7 +5,10 @@ imported from cudafix/verify/firstrun_child.py's build_detector) is timed with i
 fresh processes with the cause present and absent, REPS times; a cause's direct cost is
 min(present) - min(absent) over the repeats, and every raw run is kept.
 
-  cudnn-benchmark   first iteration, cudnn.benchmark True minus False (each image size)
+  cudnn-benchmark   first iteration, cudnn.benchmark True minus False (each image size), the True run on a
+                    JIT cache that already holds the tuning's kernels (a second run on its own cache)
+  cudnn-benchmark-jit  first iteration with cudnn.benchmark True, its own empty JIT cache minus that cache
+                    once filled (the kernels the tuning tries are JIT-compiled once per cache)
   eager             context + set-up + first iteration, CUDA_MODULE_LOADING=EAGER minus unset
   compile           context + set-up + first iteration, torch.compile (fresh inductor cache) minus none;
                     and with the inductor cache of that run kept
@@ -82,12 +85,35 @@ def main():
     base = {"CUDA_CACHE_PATH": jit, "CUDA_MODULE_LOADING": None}
     runs = []
 
+    def save():  # after every run: a run cut at its time limit keeps what it measured
+        def mn(case, key, size=None):
+            v = [r[key] for r in runs if r["case"] == case and (size is None or r.get("size") == size) and key in r]
+            return min(v) if v else None
+
+        def d(a, b):
+            return None if a is None or b is None else round(a - b, 4)
+
+        direct = {}
+        for size in sizes:
+            direct["cudnn-benchmark@%d" % size] = d(mn("benchmark", "first_iter_s", size), mn("default", "first_iter_s", size))
+            direct["cudnn-benchmark-jit@%d" % size] = d(mn("benchmark-cold", "first_iter_s", size),
+                                                        mn("benchmark", "first_iter_s", size))
+        direct["module-loading-eager@%d" % sizes[0]] = d(mn("eager", "to_first_s"), mn("default", "to_first_s", sizes[0]))
+        direct["torch-compile@%d" % sizes[0]] = d(mn("compile-fresh", "to_first_s"), mn("default", "to_first_s", sizes[0]))
+        direct["torch-compile-kept@%d" % sizes[0]] = d(mn("compile-kept", "to_first_s"), mn("default", "to_first_s", sizes[0]))
+        direct["ext-jit"] = d(mn("ext-cold", "first_call_s"), mn("ext-warm", "first_call_s"))
+        doc = {"reps": reps, "sizes": sizes, "batch": 8, "dtype": "fp16", "direct_s": direct, "runs": runs}
+        with open(out_path, "w") as fh:
+            json.dump(doc, fh, indent=1)
+        return direct
+
     def model(case, rep, size, bench=False, comp=False, extra=None):
         code = CODE % {"child_dir": CHILD_DIR, "bench": bench, "compile": comp, "batch": 8, "size": size}
         env = dict(base, **(extra or {}))
         r = run(code, env)
         r.update(case=case, rep=rep, size=size)
         runs.append(r)
+        save()
         print(case, rep, size, {k: round(v, 3) for k, v in r.items() if isinstance(v, float)}, r.get("error", "")[-200:], flush=True)
         if "error" in r and case == "default":
             with open(out_path, "w") as fh:
@@ -98,7 +124,9 @@ def main():
         ind = os.path.join(tmp, "inductor%d" % rep)
         for size in sizes:
             model("default", rep, size)
-            model("benchmark", rep, size, bench=True)
+            bjit = {"CUDA_CACHE_PATH": os.path.join(tmp, "benchjit%d-%d" % (rep, size))}
+            model("benchmark-cold", rep, size, bench=True, extra=bjit)
+            model("benchmark", rep, size, bench=True, extra=bjit)
         model("eager", rep, sizes[0], extra={"CUDA_MODULE_LOADING": "EAGER"})
         cenv = {"TORCHINDUCTOR_CACHE_DIR": ind, "TRITON_CACHE_DIR": os.path.join(ind, "triton")}
         model("compile-fresh", rep, sizes[0], comp=True, extra=cenv)
@@ -109,26 +137,10 @@ def main():
             r = run([os.path.join(prog_dir, "program.py")], penv)
             r.update(case=case, rep=rep)
             runs.append(r)
+            save()
             print(case, rep, r, flush=True)
 
-    def mn(case, key, size=None):
-        v = [r[key] for r in runs if r["case"] == case and (size is None or r.get("size") == size) and key in r]
-        return min(v) if v else None
-
-    def d(a, b):
-        return None if a is None or b is None else round(a - b, 4)
-
-    direct = {}
-    for size in sizes:
-        direct["cudnn-benchmark@%d" % size] = d(mn("benchmark", "first_iter_s", size), mn("default", "first_iter_s", size))
-    direct["module-loading-eager@%d" % sizes[0]] = d(mn("eager", "to_first_s"), mn("default", "to_first_s", sizes[0]))
-    direct["torch-compile@%d" % sizes[0]] = d(mn("compile-fresh", "to_first_s"), mn("default", "to_first_s", sizes[0]))
-    direct["torch-compile-kept@%d" % sizes[0]] = d(mn("compile-kept", "to_first_s"), mn("default", "to_first_s", sizes[0]))
-    direct["ext-jit"] = d(mn("ext-cold", "first_call_s"), mn("ext-warm", "first_call_s"))
-    doc = {"reps": reps, "sizes": sizes, "batch": 8, "dtype": "fp16", "direct_s": direct, "runs": runs}
-    with open(out_path, "w") as fh:
-        json.dump(doc, fh, indent=1)
-    print(json.dumps(direct))
+    print(json.dumps(save()))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ The runs (each a fresh interpreter of the env, cudafix/verify/firstrun_child.py)
 
   cold           an empty JIT cache (CUDA_CACHE_PATH a new temp dir)
   warm           the same cache again: the reference run
-  benchmark      torch.backends.cudnn.benchmark = True
+  benchmark      torch.backends.cudnn.benchmark = True, on the cache of cold/warm (the tuning's kernels new)
+  benchmark-warm the same again: the tuning's kernels are in the JIT cache now (tuning alone)
   loading        CUDA_MODULE_LOADING flipped (EAGER when the env is lazy, LAZY when it is EAGER)
   compile-fresh  torch.compile, an empty TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR
   compile-kept   torch.compile, the same inductor cache again
@@ -68,7 +69,7 @@ def status_context(python: str) -> Tuple[List[Dict[str, Any]], List[str]]:
 
 
 def plan_runs(repeat: int, with_compile: bool, modules: Sequence[str]) -> List[Tuple[str, int]]:
-    names = ["cold", "warm", "benchmark", "loading"]
+    names = ["cold", "warm", "benchmark", "benchmark-warm", "loading"]
     if with_compile:
         names += ["compile-fresh", "compile-kept"]
     if modules:
@@ -93,7 +94,7 @@ def _child_args(name: str, batch: int, imgsz: int, half: bool, iters: int, modul
     args = ["--batch", str(batch), "--imgsz", str(imgsz), "--iters", str(iters), "--device", device]
     if half:
         args.append("--half")
-    if name == "benchmark":
+    if name.startswith("benchmark"):
         args.append("--benchmark")
     if name.startswith("compile"):
         args.append("--compile")

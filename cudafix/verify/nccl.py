@@ -159,7 +159,8 @@ def run_ranks(python: str, world: int, timeout: float,
             for q in procs:
                 q.kill()
             raise NcclError("the NCCL check did not finish within %ds (a rendezvous or a collective hung)" % timeout) from None
-        lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("{")]
+        text = out.decode(errors="replace").splitlines()
+        lines = [ln for ln in text if ln.startswith("{")]
         try:
             c = json.loads(lines[-1]) if lines else {"child_error": "no output: %s" % (
                 (err.decode(errors="replace").strip().splitlines() or ["nothing on stderr"])[-1])}
@@ -167,7 +168,10 @@ def run_ranks(python: str, world: int, timeout: float,
             c = {"child_error": "unreadable output"}
         c["rc"] = p.returncode
         children.append(c)
-        logs.append(err.decode(errors="replace"))
+        # NCCL writes its debug log to stdout unless NCCL_DEBUG_FILE says otherwise (NVIDIA/nccl
+        # src/debug.cc: `ncclDebugFile = stdout`); the H200 run of 2026-12-01 read stderr alone and
+        # logged nothing.  Both streams, the child's JSON line left out.
+        logs.append("\n".join([ln for ln in text if not ln.startswith("{")] + [err.decode(errors="replace")]))
     return children, logs
 
 
