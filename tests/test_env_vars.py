@@ -6,7 +6,7 @@ import ast
 import pathlib
 
 from tools import env_vars_doc
-from cudafix.hook import fingerprint as hookfp
+from cudafix.hook import cache as hookcache
 from cudafix.knowledge import env_vars
 from cudafix.activation import plan as activation
 from cudafix.probes import environment
@@ -31,8 +31,8 @@ def test_the_three_readers_derive_from_the_table():
     assert environment.PREFIXES == env_vars.PROBE_PREFIXES
     assert activation.KEY_VARS == env_vars.names(env_vars.ACTIVATION)
     # the hook's fingerprint reads the table's HOOK rows
-    assert hookfp.ENV_B == frozenset(n.encode("ascii") for n in env_vars.names(env_vars.HOOK))
-    assert hookfp.ENV_NAMES == tuple(sorted(env_vars.names(env_vars.HOOK)))
+    assert hookcache.ENV_B == frozenset(n.encode("ascii") for n in env_vars.names(env_vars.HOOK))
+    assert hookcache.ENV_NAMES == tuple(sorted(env_vars.names(env_vars.HOOK)))
 
 
 def test_readers_cover_what_they_depend_on():

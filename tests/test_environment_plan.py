@@ -71,5 +71,5 @@ def test_the_warm_child_runs_with_the_corrections_the_hook_makes():
     assert env.get("CUDA_CACHE_DISABLE") == "1" and "CUDA_CACHE_DISABLE" not in out
     after = dict(env)
     for _, op, name, value in hookplan.build_entry(found, env, [], machine=["m"]).ops:
-        hookplan.hookfp.apply_op(after, op, name, value)
+        hookplan.hookcache.apply_op(after, op, name, value)
     assert out == after  # what `import torch` would have: the same plan

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cudafix.hook import runtime as hook
-from cudafix.hook import fingerprint as hookfp
 from cudafix.hook import cache as hookcache
 import cudafix
 from cudafix.hook import plan as hookplan
@@ -27,13 +26,13 @@ env_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_charact
 
 
 def test_version_matches_package():
-    assert hookfp.VERSION == cudafix.__version__
+    assert hookcache.VERSION == cudafix.__version__
 
 
 def test_env_names_cover_what_the_probes_read():
     from cudafix.probes import environment
 
-    missing = [n for n in environment.VARIABLES if n not in hookfp.ENV_NAMES]
+    missing = [n for n in environment.VARIABLES if n not in hookcache.ENV_NAMES]
     assert missing == []
 
 
@@ -47,7 +46,7 @@ def test_cache_dir_equals_paths_env_cache_dir(prefix, xdg, home):
         env["XDG_CACHE_HOME"] = xdg
     if home is not None:
         env["HOME"] = home
-    assert hookfp.cache_dir(prefix, env) == paths.env_cache_dir(prefix, env)
+    assert hookcache.cache_dir(prefix, env) == paths.env_cache_dir(prefix, env)
 
 
 def test_env_key_differs_between_envs():
@@ -62,11 +61,11 @@ entries = st.builds(
     hookcache.Entry,
     st.text("0123456789abcdef.", min_size=1, max_size=30),
     st.text("0123456789abcdef.", min_size=1, max_size=30),
-    st.lists(st.tuples(env_text, st.one_of(st.none(), st.lists(st.integers(0, 1 << 64), min_size=6, max_size=6))), max_size=3),
-    st.lists(st.tuples(env_text, st.sampled_from([SET, UNSET]), env_text, st.one_of(st.none(), env_text)), max_size=3),
-    st.lists(st.tuples(env_text, env_text, env_text), max_size=3),
-    st.lists(st.tuples(env_text, st.booleans(), env_text, env_text), max_size=3),
-)
+    st.lists(st.tuples(env_text, st.one_of(st.none(), st.lists(st.integers(0, 1 << 64), min_size=6, max_size=6))), max_size=3).map(tuple),
+    st.lists(st.tuples(env_text, st.sampled_from([SET, UNSET]), env_text, st.one_of(st.none(), env_text)), max_size=3).map(tuple),
+    st.lists(st.tuples(env_text, env_text, env_text), max_size=3).map(tuple),
+    st.lists(st.tuples(env_text, st.booleans(), env_text, env_text), max_size=3).map(tuple),
+)  # an Entry's rows are tuples (its type): the builders make them so
 
 
 @given(st.lists(entries, max_size=4))
@@ -222,30 +221,30 @@ def test_plan_from_findings():
     for w in e.warns:
         assert "\n" not in w[2] + w[3] and "`cudafix status`" in w[2] and "`cudafix status`" in w[3]
     # the fingerprint after the plan's own corrections is what a child of a corrected process sees
-    assert e.post_fp == hookfp.fingerprint({"LD_LIBRARY_PATH": "/old", "CUDA_CACHE_MAXSIZE": "4294967296"}, ["p"], ["m"])
-    assert e.fp == hookfp.fingerprint({"LD_LIBRARY_PATH": "/old"}, ["p"], ["m"])
+    assert e.post_fp == hookcache.fingerprint({"LD_LIBRARY_PATH": "/old", "CUDA_CACHE_MAXSIZE": "4294967296"}, ["p"], ["m"])
+    assert e.fp == hookcache.fingerprint({"LD_LIBRARY_PATH": "/old"}, ["p"], ["m"])
     assert e.fp != e.post_fp
 
 
 def test_fingerprint_sensitivity():
-    base = hookfp.fingerprint({"CUDA_HOME": "/a"}, ["p"], ["m"])
-    assert base == hookfp.fingerprint({"CUDA_HOME": "/a", "UNRELATED": "1"}, ["p"], ["m"])
-    assert base != hookfp.fingerprint({"CUDA_HOME": "/b"}, ["p"], ["m"])
-    assert base != hookfp.fingerprint({}, ["p"], ["m"])
-    assert hookfp.fingerprint({"CUDA_HOME": ""}, ["p"], ["m"]) != hookfp.fingerprint({}, ["p"], ["m"])  # '' is not unset
-    assert base != hookfp.fingerprint({"CUDA_HOME": "/a"}, ["q"], ["m"])
-    assert base != hookfp.fingerprint({"CUDA_HOME": "/a"}, ["p"], ["driver=580.95.05\n", "gpus=-"])
+    base = hookcache.fingerprint({"CUDA_HOME": "/a"}, ["p"], ["m"])
+    assert base == hookcache.fingerprint({"CUDA_HOME": "/a", "UNRELATED": "1"}, ["p"], ["m"])
+    assert base != hookcache.fingerprint({"CUDA_HOME": "/b"}, ["p"], ["m"])
+    assert base != hookcache.fingerprint({}, ["p"], ["m"])
+    assert hookcache.fingerprint({"CUDA_HOME": ""}, ["p"], ["m"]) != hookcache.fingerprint({}, ["p"], ["m"])  # '' is not unset
+    assert base != hookcache.fingerprint({"CUDA_HOME": "/a"}, ["q"], ["m"])
+    assert base != hookcache.fingerprint({"CUDA_HOME": "/a"}, ["p"], ["driver=580.95.05\n", "gpus=-"])
 
 
 def test_path_part_sees_torch_install(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
-    before = hookfp.path_part([str(a), str(b)])
+    before = hookcache.path_part([str(a), str(b)])
     assert before[-1] == "torch=-"
     (b / "torch").mkdir()
     (b / "torch" / "version.py").write_text("__version__ = '2.5.1'\n")
-    after = hookfp.path_part([str(a), str(b)])
+    after = hookcache.path_part([str(a), str(b)])
     assert after[-1].startswith("torch=%s:" % (b / "torch" / "version.py"))
     assert after != before
 
@@ -255,12 +254,12 @@ def test_path_part_sees_torch_install(tmp_path):
 fps = st.sampled_from(["1.2.3", "1.2.34", "4.5.6", "a.b.c", "1.2.3a"])
 # (path, sig): fresh only while an absent file is still absent
 FRESH, STALE = ("/nonexistent/x", None), [("/nonexistent/x", [1, 2, 3]), ("/", None)]
-stats = st.lists(st.sampled_from([FRESH] + STALE), max_size=2)
+stats = st.lists(st.sampled_from([FRESH] + STALE), max_size=2).map(tuple)
 cache_entries = st.builds(
     hookcache.Entry, fps, fps, stats,
-    st.lists(st.tuples(env_text, st.sampled_from([SET, UNSET]), env_text, st.one_of(st.none(), env_text)), max_size=2),
-    st.lists(st.tuples(env_text, env_text, env_text), max_size=2),
-    st.lists(st.tuples(env_text, st.booleans(), env_text, env_text), max_size=2),
+    st.lists(st.tuples(env_text, st.sampled_from([SET, UNSET]), env_text, st.one_of(st.none(), env_text)), max_size=2).map(tuple),
+    st.lists(st.tuples(env_text, env_text, env_text), max_size=2).map(tuple),
+    st.lists(st.tuples(env_text, st.booleans(), env_text, env_text), max_size=2).map(tuple),
 )
 
 

@@ -84,12 +84,11 @@ WRITE_PLAN = r"""
 import json, os, sys
 from cudafix.hook import cache as hookcache
 from cudafix.hook import runtime as hook
-from cudafix.hook import fingerprint as hookfp
 from cudafix.hook import plan as hookplan
 from cudafix.model.findings import Finding
 found = [Finding.from_dict(d) for d in json.loads(sys.argv[1])]
 entry = hookplan.build_entry(found, os.environ, hook.check().syspath)
-path = os.path.join(hookfp.cache_dir(sys.prefix, os.environ), hookcache.CACHE_FILE)
+path = os.path.join(hookcache.cache_dir(sys.prefix, os.environ), hookcache.CACHE_FILE)
 assert hookplan.write_entry(path, entry), path
 print(path)
 """

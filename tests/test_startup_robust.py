@@ -78,12 +78,11 @@ import os, sys
 from cudafix.hook import cache as hookcache
 from cudafix.hook import runtime as hook
 from cudafix.hook import runtime as hookenv
-from cudafix.hook import fingerprint as hookfp
 st = hook.check()
-sys.stdout.write(repr([st.syspath == hookfp.path_part(sys.path[1:]),
-                       st.fp == hookfp.fingerprint(os.environ, st.syspath),
-                       st.fp == hookfp.fingerprint(dict(os.environ), st.syspath),
-                       st.cache_path == os.path.join(hookfp.cache_dir(sys.prefix, os.environ), hookcache.CACHE_FILE)]))
+sys.stdout.write(repr([st.syspath == hookcache.path_part(sys.path[1:]),
+                       st.fp == hookcache.fingerprint(os.environ, st.syspath),
+                       st.fp == hookcache.fingerprint(dict(os.environ), st.syspath),
+                       st.cache_path == os.path.join(hookcache.cache_dir(sys.prefix, os.environ), hookcache.CACHE_FILE)]))
 """
 
 

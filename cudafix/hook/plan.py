@@ -26,7 +26,6 @@ import time
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from cudafix.hook import cache as hookcache
-from cudafix.hook import fingerprint as hookfp
 from cudafix.model.findings import RUNTIME, Finding
 from cudafix.store import safefs
 from cudafix.model.fixes import SET
@@ -93,16 +92,16 @@ def build_entry(findings: Iterable[Finding], environ: Mapping[str, str], syspath
         if f.severity in WARN_SEVERITIES and getattr(f, "scope", RUNTIME) == RUNTIME:
             quiet, fixed, unfixed = warning_lines(f, f_ops, f_pre)
             warns.append((f.rule, quiet, fixed, unfixed))
-    machine = list(hookfp.machine_part() if machine is None else machine)
-    fp = hookfp.fingerprint(environ, syspath_part, machine)
+    machine = list(hookcache.machine_part() if machine is None else machine)
+    fp = hookcache.fingerprint(environ, syspath_part, machine)
     after = dict(environ)
     for _, op, name, value in ops:
         try:
-            hookfp.apply_op(after, op, name, value)
+            hookcache.apply_op(after, op, name, value)
         except Exception:  # noqa: BLE001 - the same op fails the same way in the hook
             pass
-    post_fp = hookfp.fingerprint(after, syspath_part, machine)
-    return hookcache.Entry(fp, post_fp, stats=stats, ops=ops, preloads=preloads, warns=warns)
+    post_fp = hookcache.fingerprint(after, syspath_part, machine)
+    return hookcache.Entry(fp, post_fp, stats=tuple(stats), ops=tuple(ops), preloads=tuple(preloads), warns=tuple(warns))
 
 
 def depends_on(snapshot, preloads: Sequence[Tuple[str, str, str]] = ()) -> List[Tuple[str, str]]:
@@ -143,13 +142,13 @@ def compute(environ: Optional[Mapping[str, str]] = None, syspath_part: Optional[
 
     environ = os.environ if environ is None else environ
     if syspath_part is None:
-        syspath_part = hookfp.path_part()
+        syspath_part = hookcache.path_part()
     snap = snapshot_for_hook(environ) if snapshot is None else snapshot
     # ext-* findings are about modules this process may never import, found by a scan the hook's
     # own snapshot skips: status, check and activation report them, `import torch` does not.
     found = [f for f in rules.findings(rules.run(snap)) if not f.rule.startswith("ext-")]
     entry = build_entry(found, environ, syspath_part)
-    return dataclasses.replace(entry, stats=depends_on(snap, entry.preloads))
+    return dataclasses.replace(entry, stats=tuple(depends_on(snap, entry.preloads)))
 
 
 # -- the cache file -------------------------------------------------------------------------
@@ -167,11 +166,13 @@ def write_entry(cache_path: str, entry: hookcache.Entry) -> bool:
     return safefs.write_private(cache_path, hookcache.dump_entries(entries))
 
 
-def cold(cache_path: Optional[str], syspath_part: Sequence[str]) -> Tuple[hookcache.Entry, str]:
+def cold(cache_path: Optional[str], syspath_part: Sequence[str],
+         environ: Optional[Mapping[str, str]] = None) -> Tuple[hookcache.Entry, str]:
     """Called by the hook at ``import torch`` when the cache had no fresh entry: the entry, and
-    the line CUDAFIX_DEBUG=1 prints about it."""
+    the line CUDAFIX_DEBUG=1 prints about it.  ``environ``: the environment the check keyed on
+    (the loader's variables as at exec; hook/cache.py keyed), that of this process if None."""
     t0 = time.perf_counter()
-    entry = compute(hookfp.loader_environ(os.environ), syspath_part)
+    entry = compute(hookcache.loader_environ(os.environ) if environ is None else environ, syspath_part)
     ms = (time.perf_counter() - t0) * 1000
     wrote = write_entry(cache_path, entry) if cache_path else False
     return entry, ("checked the CUDA stack in %.0f ms (%d env corrections, %d preloads, %d findings to report); %s"

@@ -13,7 +13,7 @@ import os
 import sys
 
 from cudafix.hook import cache
-from cudafix.hook.fingerprint import apply_op, exec_loader_vars, keyed
+from cudafix.hook.cache import apply_op, exec_loader_vars, keyed
 from cudafix.knowledge.env_vars import LOADER_VARS
 from cudafix.knowledge.knobs import flag_on  # the one truthiness rule of CUDAFIX_* flags
 from cudafix.store import safefs
@@ -106,7 +106,7 @@ def check(finder=None):
     # active: not disabled nor off; why: what the check found (CUDAFIX_DEBUG says it);
     # failed: [(op, exception)]
     st = state = _NS(mode="fix", active=False, skip=frozenset(), debug=False, syspath=[], fp=None,
-                          cache_path=None, entry=None, applied=[], preloaded=[], finder=None, log=[],
+                          cache_path=None, seen_env=None, entry=None, applied=[], preloaded=[], finder=None, log=[],
                           failed=[], error=None)
     try:
         environ = os.environ
@@ -125,8 +125,8 @@ def check(finder=None):
             # the sys.path of the start (saved by the finder), not today's: `-c` and scripts add
             # their own directory, which must not make a new cache entry per directory
             start_path = getattr(finder, "path", None)
-            st.syspath, st.fp, st.cache_path = keyed(environ, start_path if isinstance(start_path, list) else None,
-                                                     cache.CACHE_FILE)
+            st.syspath, st.seen_env, st.fp, st.cache_path = keyed(
+                environ, start_path if isinstance(start_path, list) else None, cache.CACHE_FILE)
             st.entry = cache.lookup(st.cache_path, st.fp)
             if st.entry is not None:
                 apply_env(st, st.entry, environ)
@@ -274,7 +274,7 @@ def at_torch_import(st):
         except Exception as exc:  # noqa: BLE001 - a broken install: say nothing unless asked
             say(st, "cudafix package not importable (%s): nothing checked" % type(exc).__name__)
             return
-        entry, msg = hookplan.cold(st.cache_path, st.syspath)
+        entry, msg = hookplan.cold(st.cache_path, st.syspath, st.seen_env)
         say(st, msg)
         st.entry = entry
         apply_env(st, entry, environ)

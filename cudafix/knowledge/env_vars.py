@@ -5,7 +5,7 @@ One row per variable.  Everything else derives from this table:
 - ``cudafix.probes.environment.VARIABLES``: the rows read by :data:`PROBE` (recorded in the
   snapshot's ``env``; any other variable starting with one of :data:`PROBE_PREFIXES` is recorded
   too);
-- ``cudafix.hook.fingerprint.ENV_B``: the rows read by :data:`HOOK` (the startup hook's fingerprint,
+- ``cudafix.hook.cache.ENV_B``: the rows read by :data:`HOOK` (the startup hook's fingerprint,
   computed at ``import torch``);
 - ``cudafix.activation.plan.KEY_VARS``: the rows read by :data:`ACTIVATION` (the per-user
   activation cache is keyed on their exact values: unset, empty and set differ);
