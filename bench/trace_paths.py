@@ -35,7 +35,7 @@ TRACER = r"""
 import json, os, sys
 root = os.path.realpath(sys.argv[1])
 pkg = os.path.join(root, "cudafix")
-seen, moves, last = set(), [0], [None]
+seen, moves, last, seq = set(), [0], [None], []
 def prof(frame, event, arg):
     if event != "call":
         return
@@ -51,6 +51,7 @@ def prof(frame, event, arg):
         return
     if last[0] is not None and last[0] != rel:
         moves[0] += 1
+        seq.append(last[0] + " -> " + rel + ":" + frame.f_code.co_name)
     last[0] = rel
 sys.setprofile(prof)
 import runpy
@@ -70,7 +71,7 @@ try:
 finally:
     sys.setprofile(None)
     out = sys.__stdout__
-    out.write("\n@@" + json.dumps({"files": sorted(seen), "moves": moves[0]}) + "\n")
+    out.write("\n@@" + json.dumps({"files": sorted(seen), "moves": moves[0], "sequence": seq}) + "\n")
 """ % {"shared": SHARED}
 
 
@@ -96,6 +97,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", required=True, help="another checkout to compare with")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--moves", action="store_true", help="also print each move (from file -> to file:function)")
     args = ap.parse_args()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     print("%-22s %-10s %6s %8s %6s  %s" % ("path", "tree", "files", "folders", "moves", "own files (outside the shared stages)"))
@@ -107,6 +109,8 @@ def main() -> int:
             folders = sorted({os.path.dirname(f) for f in own})
             rows[label] = (len(r["files"]), len(folders), r["moves"])
             print("%-22s %-10s %6d %8d %6d  %s" % (what, label, len(r["files"]), len(folders), r["moves"], ", ".join(own)))
+            if args.moves:
+                print("\n".join("    " + m for m in r["sequence"]))
         b, t = rows["baseline"][2], rows["this"][2]
         print("%-22s moves this/baseline: %s" % (what, "%.2f" % (t / b) if b else "n/a"))
     return 0

@@ -28,7 +28,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from cudafix.knowledge import env_vars
 from cudafix.model.fixes import EnvPatch
-from cudafix.plans.environment import environment_plan, manageable  # noqa: F401  (manageable: the shells use it too)
+from cudafix.plans.environment import EnvironmentPlan, environment_plan, manageable  # noqa: F401  (manageable: the shells use it too)
 
 # -- the protocol's data (shared with every shell renderer) ------------------------------------
 
@@ -165,8 +165,10 @@ def _problem(f) -> str:
 
 
 
-def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> ActivationPlan:
-    """Apply, in order, the activation part of the environment plan (cudafix/plans/environment.py).
+def plan_from_findings(findings: Sequence, env: Mapping[str, str],
+                       environment: Optional[EnvironmentPlan] = None) -> ActivationPlan:
+    """Apply, in order, the activation part of the environment plan (cudafix/plans/environment.py)
+    of ``findings`` (``environment``: that plan, when the caller has built it already).
 
     The plan holds final values, so the shells never compute list edits themselves.  Ops on
     variables activation cannot manage (PATH, CONDA_*, ...) are left out.  The line counts the
@@ -178,7 +180,8 @@ def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> Activation
     parts: List[str] = []
     applied = set()
     named = set()  # findings whose message a change already quotes
-    for i, sf in enumerate(environment_plan(findings).fixes):  # the activation part of the one environment plan
+    environment = environment_plan(findings) if environment is None else environment
+    for i, sf in enumerate(environment.fixes):  # the activation part of the one environment plan
         f, ops = sf.finding, sf.activation_ops
         if not ops:
             continue

@@ -25,6 +25,7 @@ from cudafix.activation.plan import (
     restored_env,
 )
 from cudafix.activation import shells
+from cudafix.plans.environment import environment_plan  # built here once: activation's part and the warm decision
 from cudafix.store.fsutil import atomic_write
 
 def cache_base(env: Mapping[str, str]) -> Optional[str]:
@@ -148,7 +149,7 @@ def render_activate(shell: str, environ: Optional[Mapping[str, str]] = None, wri
     stamp = time.time() - 1.0
     try:
         snap, found = collect(env)
-        plan = plan_from_findings(found, env)
+        plan = plan_from_findings(found, env, environment_plan(found))
         _start_warm(snap, found, plan, env)
     except Exception as exc:  # activation must still complete: one line, nothing changed
         return mod.restore() + mod.skipped("%s: %s" % (type(exc).__name__, exc))
@@ -180,7 +181,7 @@ def _start_warm(snap, found, plan: ActivationPlan, env: Mapping[str, str]) -> No
         from cudafix.warm import runtime as warm
         from cudafix.store import paths
 
-        if not warm.should_start([f.rule for f in found]):
+        if warm.TRIGGER_RULES.isdisjoint(f.rule for f in found):
             return
         after = dict(env)
         for name, value in plan.changes:

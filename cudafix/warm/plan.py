@@ -44,7 +44,9 @@ JIT_BYTES_PER_S = 0.33e6
 # What a child that imports torch pays besides the JIT, same source: `import torch` (3.3 s) and,
 # under CUDA_MODULE_LOADING=EAGER, loading all of torch's own kernels (about 3 s).
 TORCH_CHILD_OVERHEAD_S = 6.0
-TRIGGER_RULES = ("arch-ptx-jit", "ext-ptx-jit")
+# The findings that make activation start a background warm (cudafix/activation/runtime.py,
+# cudafix/warm/runtime.py start_background): PTX JIT would stall the first run.
+TRIGGER_RULES = frozenset(("arch-ptx-jit", "ext-ptx-jit"))
 
 
 @dataclasses.dataclass
@@ -233,10 +235,6 @@ def record(cache_dir: str, key: str, target: WarmTarget, result: Dict[str, objec
 
 
 # -- background start from activation -----------------------------------------------------------
-
-
-def should_start(finding_rules: Sequence[str]) -> bool:
-    return any(r in TRIGGER_RULES for r in finding_rules)
 
 
 def plan_lines(targets: Sequence[WarmTarget], snap: Snapshot, state: Dict[str, object], env: Mapping[str, str]) -> List[str]:

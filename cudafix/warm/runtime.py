@@ -25,7 +25,7 @@ from cudafix.warm.plan import (
     load_refusal,
     child_spec,
     load_state,
-    should_start,
+    TRIGGER_RULES,
     state_key,
 )
 from cudafix.warm.plan import targets as warm_targets
@@ -127,7 +127,7 @@ def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[
                      python: Optional[str] = None) -> Optional[str]:
     """Start `cudafix warm --background` detached and niced when PTX JIT applies and some target
     is not warm yet for this env + GPU arch + driver.  Returns the log path, or None (nothing to do)."""
-    if not should_start(finding_rules) or knobs.flag(env, "CUDAFIX_NO_WARM"):
+    if TRIGGER_RULES.isdisjoint(finding_rules) or knobs.flag(env, "CUDAFIX_NO_WARM"):
         return None
     targets = warm_targets(snap)
     state = load_state(cache_dir)
