@@ -92,3 +92,20 @@ def test_fleet_text_from_poisoned_snapshots_prints_no_control_character(tmp_path
     _no_forged_line(text)
     assert [ln for ln in text.splitlines() if ln.startswith("exit ")] == [text.splitlines()[-1]]
     assert res.exit_code != 0
+
+
+def test_fix_plan_from_a_poisoned_snapshot_prints_no_control_character(tmp_path):
+    """`cudafix fix`'s plan quotes snapshot paths (the interpreter, in `keep Python ...` and the
+    head line): with the rich H200 recording's interpreter path and prefix poisoned, and a what-if
+    driver that makes a plan of several steps, the plan text carries no control character."""
+    d = json.loads((REPO / "cudafix" / "data" / "examples" / "h200-rich-torch2.11-cu130.json").read_text(encoding="utf-8"))
+    d["python"]["executable"] += EVIL
+    d["python"]["prefix"] += EVIL
+    path = tmp_path / "evil.json"
+    path.write_text(json.dumps(d), encoding="utf-8")
+    out = run_dev_cudafix("fix", "--from", str(path), "--assume-driver", "550.54.14", timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "change  torch 2.11.0+cu130 -> " in out.stdout  # a plan with steps was printed
+    assert "\\x1b]0;pwned" in out.stdout
+    assert _controls(out.stdout, colour=False) == [] and _controls(out.stderr, colour=False) == []
+    _no_forged_line(out.stdout)

@@ -63,7 +63,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
     """Print the one plan that fixes this env's findings; --apply runs it and re-checks."""
     from cudafix.plans.planner import make_plan
     from cudafix.render.plan import plan_lines
-    from cudafix.render.text import fit_lines
+    from cudafix.render.text import fit_lines, printable
 
     snap, origin, runs = analyse(dict(opts, only=(), skip=()))
     plan = make_plan(snap, runs)
@@ -73,7 +73,9 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         head = "cudafix fix: %s (%s)" % (snap.python.executable or "?", origin)
         if snap.assumed:
             head += " — what-if: " + ", ".join(sorted(snap.assumed))
-        emit("\n".join(fit_lines([head] + plan_lines(plan))) + "\n")
+        # every snapshot string written out (render/text.py printable): a recorded snapshot's path
+        # or version cannot move the cursor or forge a line of the plan
+        emit("\n".join(fit_lines([printable(ln) for ln in [head] + plan_lines(plan)])) + "\n")
     if not apply_:
         sys.exit(EXIT_OK)
     if plan.nothing_to_do:  # before any refusal: nothing to run is done, whatever the snapshot
@@ -81,7 +83,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         sys.exit(EXIT_OK)
     why = _refusal(plan, snap, opts)
     if why:
-        click.echo("cudafix: fix: refused: %s" % why, err=True)
+        click.echo("cudafix: fix: refused: %s" % printable(why), err=True)
         sys.exit(EXIT_REFUSED)
     steps = plan.runnable
     if not steps:
@@ -94,7 +96,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
     before = _serious(runs)
     failed = None
     for i, step in enumerate(steps, 1):
-        emit("[%d/%d] $ %s\n" % (i, len(steps), step.text), err=as_json)
+        emit("[%d/%d] $ %s\n" % (i, len(steps), printable(step.text)), err=as_json)
         sys.stdout.flush()
         try:
             # the installer's own progress streams through (to stderr under --json); in `/`:
@@ -121,7 +123,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         lines.append("  now:    torch %s%s" % (t.full_version, (", torchvision %s" % tv.full_version) if tv else ""))
     if failed:
         lines.append("cudafix: fix: %s; pip/conda roll back the install that failed, later steps did not run" % failed)
-    emit("\n".join(lines) + "\n", err=as_json)
+    emit("\n".join(printable(ln) for ln in lines) + "\n", err=as_json)
     from cudafix.plans.planner import TORCH_RULES
 
     still = [f for r in after_runs if r.rule.id in TORCH_RULES for f in r.findings() if f.severity in (ERROR, WARNING)]
