@@ -173,10 +173,13 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     if python is not None and "python" in snap.probe_errors:
         snap.python.executable = python
     prefix = snap.python.prefix or None
+    # Under a probe root the machine's paths are the tree's; the inspected env's own prefix is
+    # read where it is, inside the tree or not (cudafix.probes.host.machine_path, docs/wsl.md).
+    keep = (prefix,) if prefix and root != "/" else ()
 
     snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
 
-    drv = _guard(snap, "driver", lambda: driver.probe_driver(env, root=root, call_driver_api=call_driver_api))
+    drv = _guard(snap, "driver", lambda: driver.probe_driver(env, root=root, call_driver_api=call_driver_api, keep=keep))
     if drv is not None:
         snap.driver = drv
 
@@ -212,7 +215,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
         from cudafix.probes.libraries import probe_libraries  # type: ignore  # the loader-simulation module
 
         primary = snap.primary_torch
-        snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir)
+        snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir,
+                                         root=root, keep=keep)
 
     _guard(snap, "libraries", _libraries)
 
@@ -222,7 +226,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
         primary = snap.primary_torch
         tag = extension_tag(snap.python.version, primary.cuda, primary.hip) if primary else None
         snap.extensions = probe_extensions(sys_path or [], env, prefix=prefix, conda=bool(snap.python.conda_prefix),
-                                           torch_dir=primary.package_dir if primary else None, cache_dir=cache_dir, tag=tag)
+                                           torch_dir=primary.package_dir if primary else None, cache_dir=cache_dir, tag=tag,
+                                           root=root, keep=keep)
 
     if scan_arch and scan_extensions and sys_path is not None:
         _guard(snap, "extensions", _extensions)
@@ -248,7 +253,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
                 for k in ("libcuda_path", "libcuda_version"):
                     snap.driver.unknown.pop(k, None)
 
-    jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env))
+    jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env, root=root, keep=keep))
     if jc is not None:
         snap.jit_cache = jc
     return snap
