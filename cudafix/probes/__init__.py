@@ -134,8 +134,10 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
                   scan_extensions: bool = True) -> Snapshot:
     """Probe this machine and one Python environment (the current one, or ``python``).
 
-    ``root`` / ``usr_local`` move /sys, /proc, /dev, /etc and /usr/local for tests (default:
-    store.paths.probe_root(env), "/" unless $CUDAFIX_ROOT names a laid-out tree); ``use_nvml`` /
+    ``root`` / ``usr_local`` move /sys, /proc, /dev, /etc and /usr/local -- and the loader
+    simulation's ld.so.cache, default dirs and LD_LIBRARY_PATH, the extension and JIT caches under
+    $HOME -- for tests (default: store.paths.probe_root(env), "/" unless $CUDAFIX_ROOT names a
+    laid-out tree; docs/wsl.md "One root"); ``use_nvml`` /
     ``call_driver_api`` / ``scan_arch`` / ``scan_extensions`` switch off the heavier probes (the
     extension scan may run c++filt: never in a user's process).
     """
