@@ -138,7 +138,8 @@ def test_torch_libraries_resolve_inside_the_tree(tmp_path, scenario):
     assert "ld.so.cache" in snap.libraries.found_via and str(root) in snap.libraries.found_via["ld.so.cache"]
 
 
-def test_extension_scan_reads_the_tree(tmp_path):
+@pytest.mark.parametrize("scenario", ("healthy", "linux-driver", "stub"))
+def test_extension_scan_reads_the_tree(tmp_path, scenario):
     """A venv laid out inside the tree (its site-packages holds a module with device code) and a
     torch JIT-extension cache under the tree's $HOME: the scan reports both, inside the tree, with
     the device code cuobjdump lists.  $HOME is a path the machine names (read under the root);
@@ -148,7 +149,7 @@ def test_extension_scan_reads_the_tree(tmp_path):
     require(extbuild.nvcc_path() is not None, "nvcc (/usr/local/cuda-13.0)")
     _cuobjdump()
     so = extbuild.build_kernels("cfx_sm80", ["-gencode=arch=compute_80,code=sm_80"], cudart="shared")
-    root, env, _ = wsltree.build(tmp_path, "healthy")
+    root, env, _ = wsltree.build(tmp_path, scenario)
     venv = root / "home/wsl/venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin/python"
