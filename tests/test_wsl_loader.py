@@ -172,3 +172,17 @@ def test_extension_scan_reads_the_tree(tmp_path, scenario):
     assert by[str(jit)].location == "torch extension cache"
     assert str(root / "home/wsl/.cache/torch_extensions") in snap.extensions.roots
     assert snap.jit_cache.path == str(root / "home/wsl/.nv/ComputeCache")  # CUDA's default: $HOME/.nv/ComputeCache
+
+
+def test_machine_paths_and_the_envs_own(tmp_path):
+    """What is re-rooted (docs/wsl.md "One root"): a machine path goes under the root; one already
+    inside the tree or inside the env's prefix, a relative one, and everything under "/" stay."""
+    from cudafix.probes.host import machine_path
+
+    root, env_prefix = str(tmp_path / "root"), str(tmp_path / "venv")
+    assert machine_path("/", "/usr/lib/wsl/lib") == "/usr/lib/wsl/lib"
+    assert machine_path(root, "/usr/lib/wsl/lib") == root + "/usr/lib/wsl/lib"
+    assert machine_path(root, root + "/usr/lib") == root + "/usr/lib"
+    assert machine_path(root, env_prefix + "/lib", (env_prefix,)) == env_prefix + "/lib"
+    assert machine_path(root, env_prefix + "x/lib", (env_prefix,)) == root + env_prefix + "x/lib"  # a sibling is not inside
+    assert machine_path(root, "lib") == "lib"

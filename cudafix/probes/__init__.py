@@ -18,6 +18,7 @@ from cudafix import __version__
 from cudafix.model.snapshot import PythonInfo, Snapshot
 
 PYTHON_QUERY_TIMEOUT_S = 30.0
+SYSTEM_PREFIXES = ("/", "/usr", "/usr/local")  # sys.prefix of a distribution's or `make install`'s python
 
 # Runs inside the inspected interpreter: stdlib only, Python 2.7/3.x syntax, one JSON line.
 _QUERY = (
@@ -176,8 +177,9 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
         snap.python.executable = python
     prefix = snap.python.prefix or None
     # Under a probe root the machine's paths are the tree's; the inspected env's own prefix is
-    # read where it is, inside the tree or not (cudafix.probes.host.machine_path, docs/wsl.md).
-    keep = (prefix,) if prefix and root != "/" else ()
+    # read where it is, inside the tree or not (cudafix.probes.host.machine_path, docs/wsl.md) --
+    # unless it is the system's own (/usr: a distribution's python), whose libraries the tree has.
+    keep = (prefix,) if prefix and root != "/" and os.path.normpath(prefix) not in SYSTEM_PREFIXES else ()
 
     snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
 
