@@ -147,7 +147,7 @@ class LoaderSim:
         if self.fs.root == "/":
             return self._dir(expand_dst(d, origin))
         out = self._dir(expand_dst(d, origin, lib=self._lib))
-        return out if "ORIGIN" in d else self.fs.machine(out)
+        return out if not d or "ORIGIN" in d else self.fs.machine(out)  # "": this process's real cwd
 
     def _expand_list(self, raw: Optional[str], origin_obj: _Obj) -> List[str]:
         origin = os.path.dirname(origin_obj.path)
