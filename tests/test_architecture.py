@@ -11,7 +11,7 @@ import ast
 import re
 import sys
 from pathlib import Path
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -221,3 +221,142 @@ def test_the_filesystem_check_sees_what_51656f0_did(tmp_path):
         f = tmp_path / rel.replace("/", "_")
         f.write_text(src.stdout)
         assert any("realpath" in b for b in filesystem_calls(f)), rel
+
+
+# -- one root: probes read the machine's own paths only under the probe root --------------------
+#
+# Every system path a probe opens, stats or lists goes through the root (host.join_root /
+# host.machine_path / a loaderfs.FileSystem's .machine, root from store.paths.probe_root), so a
+# tree laid out in a temp dir is what the probes see (docs/wsl.md, "One root").  Checked from the
+# source: a system-path literal (or a module constant holding one, or a loop variable over such
+# constants, or an expression that starts with one) passed straight to a filesystem call, and a
+# call that leaves a system-path default in place, are findings.
+
+SYSTEM_PATH = re.compile(r"^/(etc|lib|lib32|lib64|usr|proc|sys|dev|opt|var|run|bin|sbin|home|root)(/|$)")
+PROBE_FS_CALLS = {"exists", "lexists", "isdir", "isfile", "islink", "realpath", "abspath", "listdir", "scandir",
+                  "stat", "lstat", "open", "access", "readlink", "glob", "iglob", "walk", "read_text", "open_regular",
+                  "read_elf", "read_ld_cache", "stat_sig", "read_pe", "open_text", "file_id", "sig", "read_fwd_note",
+                  "scan_fatbin_uncached", "dir_size", "getsize", "getmtime"}
+
+
+def _system_consts(tree: ast.Module) -> Tuple[Set[str], Set[str]]:
+    """Module-level names bound to a system path, and to a tuple/list holding one."""
+    one, many = set(), set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            v = node.value
+            if isinstance(v, ast.Constant) and isinstance(v.value, str) and SYSTEM_PATH.match(v.value):
+                one.add(node.targets[0].id)
+            elif isinstance(v, (ast.Tuple, ast.List)) and any(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) and SYSTEM_PATH.match(e.value) for e in v.elts):
+                many.add(node.targets[0].id)
+    return one, many
+
+
+def _names_system_path(node: ast.AST, one: Set[str]) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and bool(SYSTEM_PATH.match(node.value))
+    if isinstance(node, ast.Name):
+        return node.id in one
+    if isinstance(node, ast.BinOp):  # "/lib/" + triplet, "/sys/class/%s" % dev
+        return _names_system_path(node.left, one)
+    if isinstance(node, ast.JoinedStr) and node.values:
+        return _names_system_path(node.values[0], one)
+    if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "join" and node.args:  # os.path.join("/usr", x)
+        return _names_system_path(node.args[0], one)
+    return False
+
+
+def _tainted_loop_vars(scope: ast.AST, one: Set[str], many: Set[str]) -> Set[str]:
+    """`for p in SYSTEM_DIRS` / `for p in ("/dev/dxg", ...)`: p names a system path in that function."""
+    out = set()
+    for node in ast.walk(scope):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            it = node.iter
+            parts = [it.left, it.right] if isinstance(it, ast.BinOp) else [it]
+            for p in parts:
+                p = p.args[0] if isinstance(p, ast.Call) and getattr(p.func, "id", "") in ("list", "tuple") and p.args else p
+                if (isinstance(p, ast.Name) and p.id in many) or (isinstance(p, (ast.Tuple, ast.List)) and any(
+                        _names_system_path(e, one) for e in p.elts)):
+                    out.add(node.target.id)
+    return out
+
+
+def _module_consts(tree: ast.Module, imported: Dict[str, Set[str]]) -> Tuple[Set[str], Set[str]]:
+    one, many = _system_consts(tree)
+    for node in tree.body:  # constants imported from another probe module
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cudafix.probes."):
+            one |= {a.asname or a.name for a in node.names if a.name in imported.get(node.module or "", set())}
+    return one, many
+
+
+def system_defaults(tree: ast.Module, imported: Dict[str, Set[str]]) -> Dict[str, Tuple[int, str]]:
+    """function name -> (index, name) of a parameter whose default is a system path."""
+    one, _ = _module_consts(tree, imported)
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            args = node.args.args
+            for i, d in enumerate(node.args.defaults, len(args) - len(node.args.defaults)):
+                if _names_system_path(d, one):
+                    out[node.name] = (i, args[i].arg)
+    return out
+
+
+def unrooted_system_paths(path: Path, imported: Dict[str, Set[str]],
+                          defaults: Optional[Dict[str, Tuple[int, str]]] = None) -> List[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    one, many = _module_consts(tree, imported)
+    defaults = system_defaults(tree, imported) if defaults is None else defaults
+    bad = []
+    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    for scope in scopes:
+        local = one | _tainted_loop_vars(scope, one, many)
+        for node in ast.walk(scope):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if name in PROBE_FS_CALLS and node.args and _names_system_path(node.args[0], local):
+                bad.append("%s:%d %s(%s)" % (path.name, node.lineno, name, ast.unparse(node.args[0])))
+            d = defaults.get(name) if isinstance(f, ast.Name) else None  # a module function, not a method
+            if d is not None and len(node.args) <= d[0] and d[1] not in {k.arg for k in node.keywords}:
+                bad.append("%s:%d %s() reads its default %s" % (path.name, node.lineno, name, d[1]))
+    return sorted(set(bad))
+
+
+def _probe_constants() -> Dict[str, Set[str]]:
+    out = {}
+    for mod, path in MODULES.items():
+        if _stage(mod) == "probes":
+            out[mod] = _system_consts(ast.parse(path.read_text(encoding="utf-8")))[0]
+    return out
+
+
+def test_probes_read_system_paths_under_the_root():
+    imported = _probe_constants()
+    probe_files = [path for mod, path in MODULES.items() if _stage(mod) == "probes"]
+    defaults: Dict[str, Tuple[int, str]] = {}
+    for path in probe_files:
+        defaults.update(system_defaults(ast.parse(path.read_text(encoding="utf-8")), imported))
+    assert "read_ld_cache" in defaults  # ldcache.read_ld_cache(path=LD_SO_CACHE): callers must pass the tree's
+    bad = [b for path in probe_files for b in unrooted_system_paths(path, imported, defaults)]
+    assert not bad, "read it under the probe root (host.join_root / host.machine_path / fs.machine): %s" % bad
+
+
+def test_the_root_check_sees_what_a606e04_did(tmp_path):
+    """Not vacuous: on a606e04's probes it finds the loader simulation's unrooted reads."""
+    import subprocess
+
+    found = {}
+    for rel in ("cudafix/probes/libraries.py", "cudafix/probes/loadersim.py", "cudafix/probes/elf.py"):
+        src = subprocess.run(["git", "-C", str(REPO), "show", "a606e04:" + rel], capture_output=True, text=True, timeout=60)
+        if src.returncode != 0:
+            pytest.fail("commit a606e04 is not in this checkout")
+        f = tmp_path / rel.replace("/", "_")
+        f.write_text(src.stdout)
+        found[rel] = unrooted_system_paths(f, {"cudafix.probes.ldcache": {"LD_SO_CACHE"}})
+    assert any("/usr/lib/wsl/lib" in b for b in found["cudafix/probes/libraries.py"]), found
+    assert any("'/lib/' + triplet" in b for b in found["cudafix/probes/loadersim.py"]), found
+    assert any("LD_SO_CACHE" in b for b in found["cudafix/probes/loadersim.py"]), found
+    assert any("'/etc/debian_version'" in b for b in found["cudafix/probes/elf.py"]), found

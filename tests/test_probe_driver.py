@@ -99,8 +99,16 @@ def test_cudriverget_version_guards_missing_symbol_and_bad_file(tmp_path):
     assert v is None and why.startswith("cannot load")
 
 
-def test_probe_driver_fake_root_with_unloadable_libcuda(tmp_path):
-    """A driver whose libcuda file can't be loaded: versions from files, cuda_version unknown."""
+def test_probe_driver_fake_root_with_unloadable_libcuda(tmp_path, monkeypatch):
+    """A driver whose libcuda file can't be loaded: versions from files, cuda_version unknown.
+    The loader simulation (which reads under the root too) skips a truncated ELF as ld.so does;
+    this is the plain directory search the driver probe falls back to when the simulation fails."""
+    from cudafix.probes import libraries
+
+    def broken(*_a, **_k):
+        raise RuntimeError("simulation unavailable")
+
+    monkeypatch.setattr(libraries, "locate_libcuda", broken)
     root = _root_with(tmp_path, _text("h200_sys_module_nvidia_version.txt"), _text("h200_proc_driver_nvidia_version.txt"))
     lib = tmp_path / "usr/local/nvidia/lib64"
     lib.mkdir(parents=True)

@@ -140,7 +140,7 @@ TABLE: Tuple[EnvVar, ...] = (
     _v("XDG_CACHE_HOME", _HA, "where cudafix's caches live", XDG),
     _v("CUDAFIX_ASSUME_DRIVER", _HA, "what-if: the driver version assumed instead of the probed one", CUDAFIX_ASSUME),
     _v("CUDAFIX_ASSUME_GPU", _HA, "what-if: the GPUs assumed instead of the probed ones", CUDAFIX_ASSUME),
-    _v("CUDAFIX_ROOT", _HA, "tests: the filesystem root every probe reads /sys, /proc, /dev, /etc and /usr under (a laid-out WSL tree); / when unset",
+    _v("CUDAFIX_ROOT", _HA, "tests: the filesystem root every probe reads the machine's paths under (/sys, /proc, /dev, /etc, /usr, ld.so.cache, LD_LIBRARY_PATH, $HOME's caches: a laid-out WSL tree, docs/wsl.md); / when unset",
        "cudafix/store/paths.py"),
 )
 

@@ -18,6 +18,7 @@ from cudafix import __version__
 from cudafix.model.snapshot import PythonInfo, Snapshot
 
 PYTHON_QUERY_TIMEOUT_S = 30.0
+SYSTEM_PREFIXES = ("/", "/usr", "/usr/local")  # sys.prefix of a distribution's or `make install`'s python
 
 # Runs inside the inspected interpreter: stdlib only, Python 2.7/3.x syntax, one JSON line.
 _QUERY = (
@@ -134,8 +135,10 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
                   scan_extensions: bool = True) -> Snapshot:
     """Probe this machine and one Python environment (the current one, or ``python``).
 
-    ``root`` / ``usr_local`` move /sys, /proc, /dev, /etc and /usr/local for tests (default:
-    store.paths.probe_root(env), "/" unless $CUDAFIX_ROOT names a laid-out tree); ``use_nvml`` /
+    ``root`` / ``usr_local`` move /sys, /proc, /dev, /etc and /usr/local -- and the loader
+    simulation's ld.so.cache, default dirs and LD_LIBRARY_PATH, the extension and JIT caches under
+    $HOME -- for tests (default: store.paths.probe_root(env), "/" unless $CUDAFIX_ROOT names a
+    laid-out tree; docs/wsl.md "One root"); ``use_nvml`` /
     ``call_driver_api`` / ``scan_arch`` / ``scan_extensions`` switch off the heavier probes (the
     extension scan may run c++filt: never in a user's process).
     """
@@ -173,10 +176,14 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     if python is not None and "python" in snap.probe_errors:
         snap.python.executable = python
     prefix = snap.python.prefix or None
+    # Under a probe root the machine's paths are the tree's; the inspected env's own prefix is
+    # read where it is, inside the tree or not (cudafix.probes.host.machine_path, docs/wsl.md) --
+    # unless it is the system's own (/usr: a distribution's python), whose libraries the tree has.
+    keep = (prefix,) if prefix and root != "/" and os.path.normpath(prefix) not in SYSTEM_PREFIXES else ()
 
     snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
 
-    drv = _guard(snap, "driver", lambda: driver.probe_driver(env, root=root, call_driver_api=call_driver_api))
+    drv = _guard(snap, "driver", lambda: driver.probe_driver(env, root=root, call_driver_api=call_driver_api, keep=keep))
     if drv is not None:
         snap.driver = drv
 
@@ -212,7 +219,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
         from cudafix.probes.libraries import probe_libraries  # type: ignore  # the loader-simulation module
 
         primary = snap.primary_torch
-        snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir)
+        snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir,
+                                         root=root, keep=keep)
 
     _guard(snap, "libraries", _libraries)
 
@@ -222,7 +230,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
         primary = snap.primary_torch
         tag = extension_tag(snap.python.version, primary.cuda, primary.hip) if primary else None
         snap.extensions = probe_extensions(sys_path or [], env, prefix=prefix, conda=bool(snap.python.conda_prefix),
-                                           torch_dir=primary.package_dir if primary else None, cache_dir=cache_dir, tag=tag)
+                                           torch_dir=primary.package_dir if primary else None, cache_dir=cache_dir, tag=tag,
+                                           root=root, keep=keep)
 
     if scan_arch and scan_extensions and sys_path is not None:
         _guard(snap, "extensions", _extensions)
@@ -248,7 +257,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
                 for k in ("libcuda_path", "libcuda_version"):
                     snap.driver.unknown.pop(k, None)
 
-    jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env))
+    jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env, root=root, keep=keep))
     if jc is not None:
         snap.jit_cache = jc
     return snap

@@ -125,22 +125,22 @@ def _fallback_find(name: str, env: Mapping[str, str], root: str) -> Tuple[Option
     return None, None
 
 
-def locate_driver_lib(env: Mapping[str, str], root: str = "/") -> Tuple[Optional[str], Optional[str], Optional[str]]:
+def locate_driver_lib(env: Mapping[str, str], root: str = "/", keep: Tuple[str, ...] = ()) -> Tuple[Optional[str], Optional[str], Optional[str]]:
     """(path, found_via, reason) of the libcuda.so.1 the loader would pick.
 
-    Uses the loader simulation (cudafix.probes.libraries.locate_libcuda) when it is available,
-    else a plain directory search (recorded as such in found_via).
+    Uses the loader simulation (cudafix.probes.libraries.locate_libcuda), under the probe root
+    too (the tree's ld.so.cache and directories), when it is available, else a plain directory
+    search (recorded as such in found_via).
     """
     locate = None
     import_error = None
-    if root in ("", "/"):
-        try:
-            from cudafix.probes.libraries import locate_libcuda as locate  # type: ignore
-        except Exception as exc:  # module in progress or broken: fall back, say so
-            import_error = "%s: %s" % (type(exc).__name__, exc)
+    try:
+        from cudafix.probes.libraries import locate_libcuda as locate  # type: ignore
+    except Exception as exc:  # module in progress or broken: fall back, say so
+        import_error = "%s: %s" % (type(exc).__name__, exc)
     if locate is not None:
         try:
-            path, via, reason = locate(env)
+            path, via, reason = locate(env, root=root or "/", keep=keep)
             return path, via, reason
         except Exception as exc:
             import_error = "locate_libcuda failed: %s: %s" % (type(exc).__name__, exc)
@@ -181,18 +181,21 @@ def query_driver_cuda_version(libcuda_path: str) -> Tuple[Optional[int], Optiona
     return value.value, None
 
 
-def _find_compat(env: Mapping[str, str]) -> Tuple[List[str], Optional[str]]:
+def _find_compat(env: Mapping[str, str], root: str = "/", keep: Tuple[str, ...] = ()) -> Tuple[List[str], Optional[str]]:
     try:
         from cudafix.probes.libraries import find_compat_libcuda  # type: ignore
     except Exception as exc:
         return [], "compat libcuda search unavailable: %s: %s" % (type(exc).__name__, exc)
     try:
-        return [str(p) for p in find_compat_libcuda(env)], None
+        return [str(p) for p in find_compat_libcuda(env, root=root or "/", keep=keep)], None
     except Exception as exc:
         return [], "find_compat_libcuda failed: %s: %s" % (type(exc).__name__, exc)
 
 
-def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_driver_api: bool = True) -> DriverInfo:
+def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_driver_api: bool = True,
+                 keep: Tuple[str, ...] = ()) -> DriverInfo:
+    """``keep``: the inspected env's own directories, read where they are under a probe root
+    (cudafix.probes.host.machine_path)."""
     env = os.environ if env is None else env
     info = DriverInfo()
 
@@ -209,7 +212,7 @@ def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_
     if wsl and not ver:  # not a problem: the Windows host's driver serves WSL 2 (docs/wsl.md)
         info.unknown["kernel_version"] = "WSL 2: no Linux kernel module; the Windows host's driver serves the GPU through /dev/dxg"
 
-    path, via, reason = locate_driver_lib(env, root)
+    path, via, reason = locate_driver_lib(env, root, keep)
     if path:
         real = os.path.realpath(path)
         info.libcuda_path = real
@@ -250,13 +253,10 @@ def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_
         nvml, nvml_via = _fallback_find("libnvidia-ml.so.1", env, root)
         _fill_nvml(info, nvml, nvml_via)
 
-    if root in ("", "/"):
-        compat, why = _find_compat(env)
-        info.compat_libcuda = compat
-        if why:
-            info.unknown["compat_libcuda"] = why
-    else:
-        info.unknown["compat_libcuda"] = "not searched under a test root"
+    compat, why = _find_compat(env, root, keep)
+    info.compat_libcuda = compat
+    if why:
+        info.unknown["compat_libcuda"] = why
     return info
 
 

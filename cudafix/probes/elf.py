@@ -342,11 +342,13 @@ def _vaddr_to_offset(loads: List[Tuple[int, int, int]], vaddr: int) -> Optional[
 MULTIARCH_TRIPLETS = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu", "ppc64le": "powerpc64le-linux-gnu"}
 
 
-def default_lib_token() -> str:
-    """What glibc substitutes for $LIB: Debian/Ubuntu multiarch builds use lib/<triplet>."""
+def default_lib_token(root: str = "/") -> str:
+    """What glibc substitutes for $LIB: Debian/Ubuntu multiarch builds use lib/<triplet>.
+    ``root``: the probe root the distribution is read under (cudafix.store.paths.probe_root)."""
     machine = os.uname().machine
     triplet = MULTIARCH_TRIPLETS.get(machine)
-    if triplet and os.path.isdir("/lib/" + triplet) and os.path.exists("/etc/debian_version"):
+    base = root.rstrip("/")  # "" under "/": the paths below stay byte-identical
+    if triplet and os.path.isdir(base + "/lib/" + triplet) and os.path.exists(base + "/etc/debian_version"):
         return "lib/" + triplet
     return "lib64" if machine in ("x86_64", "aarch64", "ppc64le", "s390x") else "lib"
 

@@ -95,7 +95,10 @@ def dir_size(path: str, max_files: int = MAX_CACHE_FILES) -> Tuple[Optional[int]
     return total, None
 
 
-def probe_jit_cache(env: Mapping[str, str], home: Optional[str] = None) -> JitCache:
+def probe_jit_cache(env: Mapping[str, str], home: Optional[str] = None, root: str = "/",
+                    keep: Tuple[str, ...] = ()) -> JitCache:
+    """``root`` / ``keep``: the probe root the cache directory (a path the machine names) lies
+    under, reported as read (cudafix.probes.host.machine_path)."""
     jc = JitCache()
     path = env.get("CUDA_CACHE_PATH")
     if path:
@@ -106,6 +109,10 @@ def probe_jit_cache(env: Mapping[str, str], home: Optional[str] = None) -> JitCa
             jc.path = os.path.join(home, ".nv", "ComputeCache")
         else:
             jc.unknown["path"] = "no CUDA_CACHE_PATH and no HOME"
+    if jc.path and root != "/":
+        from cudafix.probes.host import machine_path
+
+        jc.path = machine_path(root, jc.path, keep)
 
     size, why = parse_cache_maxsize(env.get("CUDA_CACHE_MAXSIZE"))
     if size is None and "CUDA_CACHE_MAXSIZE" not in env:

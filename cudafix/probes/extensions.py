@@ -13,6 +13,11 @@ cache where ``torch.utils.cpp_extension`` builds (``TORCH_EXTENSIONS_DIR/<name>/
   the stable-ABI C shim) it imports that the installed torch's libraries do not define: the loader's
   ``undefined symbol`` at import, predicted without importing (cudafix.probes.elfsym).
 
+Under a probe root (tests: a laid-out WSL tree) the extension cache, named by $HOME /
+$XDG_CACHE_HOME / TORCH_EXTENSIONS_DIR, is the tree's, and the load check's loader simulation
+reads the tree's ld.so.cache and directories; sys.path and the conda prefix are the inspected
+interpreter's own, real paths, read where they are (docs/wsl.md, "One root").
+
 Not scanned here: ``torch/`` (its libraries are the torch probe's) and ``nvidia/`` and NVIDIA's
 own libraries in conda ``lib/`` (cuBLAS, cuDNN...: loaded as dependencies, never imported,
 resolved by the libraries probe).  Results are cached per file by (realpath, size, mtime_ns),
@@ -33,7 +38,7 @@ from cudafix.probes.dirwalk import DirCache, WalkLimit, walk
 from cudafix.probes.elf import read_elf
 from cudafix.probes.cudart_static import static_cudart_version
 from cudafix.probes.fatbin import scan_fatbin_uncached
-from cudafix.probes.host import open_regular
+from cudafix.probes.host import machine_path, open_regular
 from cudafix.store import cachefile, safefs
 from cudafix.model import cuda as cudaver
 
@@ -62,15 +67,17 @@ def is_shared_object_name(name: str) -> bool:
     return ".so" in name and bool(SO_RE.search(name)) and not name.endswith((".py", ".pyc", ".txt", ".json"))
 
 
-def torch_extension_roots(env: Mapping[str, str], tag: Optional[str] = None) -> List[Tuple[str, int]]:
+def torch_extension_roots(env: Mapping[str, str], tag: Optional[str] = None, root: str = "/",
+                          keep: Tuple[str, ...] = ()) -> List[Tuple[str, int]]:
     """(directory, walk depth) where torch.utils.cpp_extension builds JIT extensions, as its
     _get_build_directory does: TORCH_EXTENSIONS_DIR/<name>/, else
     <user cache>/torch_extensions/<tag>/<name>/ with tag "py311_cu130" (Python, then torch's
-    CUDA / ROCm / cpu).  ``tag`` None (torch or Python unknown): every tag directory."""
+    CUDA / ROCm / cpu).  ``tag`` None (torch or Python unknown): every tag directory.
+    ``root`` / ``keep``: the probe root these machine paths lie under (host.machine_path)."""
     if env.get("TORCH_EXTENSIONS_DIR"):
-        return [(env["TORCH_EXTENSIONS_DIR"], 2)]
+        return [(machine_path(root, env["TORCH_EXTENSIONS_DIR"], keep), 2)]
     base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    root = os.path.join(base, "torch_extensions")
+    root = machine_path(root, os.path.join(base, "torch_extensions"), keep)
     return [(os.path.join(root, tag), 2)] if tag else [(root, 3)]
 
 
@@ -277,7 +284,7 @@ def demangle(name: str) -> Optional[str]:
 
 
 def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping[str, str],
-           tag: Optional[str] = None) -> List[Tuple[str, str]]:
+           tag: Optional[str] = None, root: str = "/", keep: Tuple[str, ...] = ()) -> List[Tuple[str, str]]:
     roots: List[Tuple[str, str]] = []
     # The working directory (sys.path[0] of `python -m`) is where cudafix was started, not the
     # env: walking $HOME is neither wanted nor bounded in time.
@@ -298,7 +305,7 @@ def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping
         roots.append((p, "site-packages" if os.path.basename(real) in ("site-packages", "dist-packages") else "sys.path"))
     if conda and prefix and os.path.isdir(os.path.join(prefix, "lib")):
         roots.append((os.path.join(prefix, "lib"), "conda lib"))
-    for r, _depth in torch_extension_roots(env, tag):
+    for r, _depth in torch_extension_roots(env, tag, root, keep):
         if os.path.isdir(r):
             roots.append((r, "torch extension cache"))
     return roots
@@ -306,11 +313,13 @@ def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping
 
 def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Optional[str] = None,
                      conda: bool = False, torch_dir: Optional[str] = None,
-                     cache_dir: Optional[str] = None, tag: Optional[str] = None) -> ExtensionInfo:
+                     cache_dir: Optional[str] = None, tag: Optional[str] = None, root: str = "/",
+                     keep: Tuple[str, ...] = ()) -> ExtensionInfo:
     """Scan the env (see the module docstring); ``torch_dir`` is the primary torch package dir,
-    ``tag`` its extension-cache folder (extension_tag)."""
+    ``tag`` its extension-cache folder (extension_tag); ``root`` / ``keep``: the probe root and
+    the env's own directories (host.machine_path)."""
     info = ExtensionInfo(scanned=True)
-    roots = _roots(sys_path, prefix, conda, env, tag)
+    probe_root, roots = root, _roots(sys_path, prefix, conda, env, tag, root, keep)
     info.roots = [r for r, _ in roots]
     cache = cachefile.load(cache_dir, CACHE_FILE, CACHE_VERSION) if cache_dir else {}
     dirty = False
@@ -327,7 +336,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                     (p, os.path.realpath(p)) for p in (os.path.join(root, n) for n in _listdir(root)
                                                        if is_shared_object_name(n) and not n.startswith(VENDOR_PREFIXES)))
             elif kind == "torch extension cache":
-                files = walk(root, dict(torch_extension_roots(env, tag)).get(root, 3), dirs)
+                files = walk(root, dict(torch_extension_roots(env, tag, probe_root, keep)).get(root, 3), dirs)
             else:
                 files = walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, dirs)
             try:
@@ -375,7 +384,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                                 dirty = True
                         _apply_symcheck(mod, sym, torch_lib, len(facts.get("torch_syms") or ()))
                         if mod.missing_torch_symbols_count:
-                            _apply_loadcheck(mod, torch_dir, env)
+                            _apply_loadcheck(mod, torch_dir, env, probe_root, keep)
                 info.modules.append(mod)
     finally:
         if tsyms is not None:
@@ -436,11 +445,12 @@ def _apply_symcheck(m: ExtensionModule, sym: Dict[str, Any], torch_lib: str, che
     m.missing_demangled = sym.get("demangled")
 
 
-def _apply_loadcheck(m: ExtensionModule, torch_dir: Optional[str], env: Mapping[str, str]) -> None:
+def _apply_loadcheck(m: ExtensionModule, torch_dir: Optional[str], env: Mapping[str, str], root: str = "/",
+                     keep: Tuple[str, ...] = ()) -> None:
     """ld.so fails on a missing DT_NEEDED library before it binds a symbol: record the first one."""
     from cudafix.probes.extload import first_missing_needed
 
-    soname, by, how = first_missing_needed(m.path, torch_dir, env)
+    soname, by, how = first_missing_needed(m.path, torch_dir, env, root=root, keep=keep)
     if soname:
         m.missing_needed, m.missing_needed_by = soname, by
     elif how.startswith("unknown: "):

@@ -14,6 +14,7 @@ import glob
 import os
 from typing import Mapping, Optional, Tuple
 
+from cudafix.probes.loaderfs import REAL, FileSystem
 from cudafix.probes.loadersim import LoaderSim, ld_cache_of
 
 # What `import torch` maps before anything else (torch/__init__.py: _load_global_deps, then _C).
@@ -28,12 +29,15 @@ def torch_preloads(torch_dir: str) -> list:
 
 
 def first_missing_needed(module: str, torch_dir: Optional[str], env: Mapping[str, str],
-                         executable: Optional[str] = None) -> Tuple[Optional[str], str, str]:
+                         executable: Optional[str] = None, root: str = "/",
+                         keep: Tuple[str, ...] = ()) -> Tuple[Optional[str], str, str]:
     """(soname, requested_by, how_known): the first DT_NEEDED library the loader cannot find for
     ``module`` after `import torch`; soname None when every one is found ("" requested_by) or
-    when it could not be decided (how_known then says why, prefixed "unknown: ")."""
+    when it could not be decided (how_known then says why, prefixed "unknown: ").  ``root`` /
+    ``keep``: the probe root the machine's paths are read under (loaderfs.FileSystem.machine)."""
     try:
-        sim = LoaderSim(env, executable=executable, ld_cache=ld_cache_of())
+        fs = REAL if root == "/" else FileSystem(root, keep)
+        sim = LoaderSim(env, executable=executable, ld_cache=ld_cache_of(fs), fs=fs)
         if torch_dir:
             sim.preload(torch_preloads(torch_dir))
         start = len(sim.events)

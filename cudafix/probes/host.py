@@ -9,7 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import platform
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 # Files the probes read as text are small (version files, /proc entries, metadata).  Anything
 # larger is read only up to this many bytes: a bogus multi-GB "version.json" must not stall us.
@@ -66,6 +66,20 @@ def join_root(root: str, path: str) -> str:
     if not root or root == "/":
         return path
     return os.path.join(root, path.lstrip("/"))
+
+
+def machine_path(root: str, path: str, keep: Sequence[str] = ()) -> str:
+    """Where the probes read a path *the machine names* (a system directory, an ld.so.cache or
+    LD_LIBRARY_PATH entry, an absolute DT_RPATH, $HOME) under the probe root (docs/wsl.md,
+    "One root").  Unchanged under "/", for a relative path, and for one already inside the root
+    or inside a ``keep`` directory (the inspected env's own prefix: an env that lives outside a
+    laid-out tree is read where it is, e.g. LD_LIBRARY_PATH=$CONDA_PREFIX/lib)."""
+    if not root or root == "/" or not path.startswith("/"):
+        return path
+    for base in (root,) + tuple(keep):
+        if base and (path == base or path.startswith(base.rstrip("/") + "/")):
+            return path
+    return join_root(root, path)
 
 
 def glibc_version() -> Optional[str]:

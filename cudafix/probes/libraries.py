@@ -81,19 +81,23 @@ def probe_libraries(
     executable: Optional[str] = None,
     preloaded: Sequence[str] = (),
     cache_dir: Optional[str] = None,
+    root: str = "/",
+    keep: Tuple[str, ...] = (),
 ) -> LibraryInfo:
     """Resolve the CUDA libraries torch would load in ``env``; never raises.
 
     ``torch_package_dir`` None (no torch found): nothing to resolve, said in ``unknown``.
     ``preloaded``: absolute paths already in the process (e.g. the startup hook's preloads).
     ``cache_dir``: where to keep the result cache (None: no cache; see "result cache" below).
+    ``root`` / ``keep``: the probe root the machine's paths are read under, and the env's own
+    directories that stay where they are (loaderfs.FileSystem.machine).
     """
     if not torch_package_dir:
         return LibraryInfo(unknown={"resolutions": "no torch installation to resolve libraries for"})
     try:
         if cache_dir is not None:
-            return _probe_cached(torch_package_dir, env, executable, preloaded, cache_dir)
-        return _probe(torch_package_dir, env, executable, preloaded)
+            return _probe_cached(torch_package_dir, env, executable, preloaded, cache_dir, root, keep)
+        return _probe(torch_package_dir, env, executable, preloaded, REAL if root == "/" else FileSystem(root, keep))
     except Exception as exc:  # the probe contract: unknown with a reason
         return LibraryInfo(unknown={"resolutions": "library simulation failed: %s: %s" % (type(exc).__name__, exc)})
 
@@ -111,7 +115,11 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
     else:
         info.found_via["ld.so.cache"] = cache.found_via
     info.found_via["resolutions"] = "glibc search order simulated from the ELF headers, starting at %s" % root
-    env_preloads = ld_preload_entries(env)
+    spelled = ld_preload_entries(env)  # as the env spells them (preloaded_as: the fix keeps the others)
+    env_preloads = spelled
+    if fs.root != "/":  # the machine's paths, read under the probe root
+        env_preloads = [fs.machine(p) for p in spelled]
+        preloaded = [fs.machine(p) for p in preloaded]
     sim = simulate(root, env, executable=executable, ld_cache=cache, preloaded=list(env_preloads) + list(preloaded), fs=fs)
     if not any(o.path == root for o in sim.loaded):
         _, reason = fs.read_elf(root, with_sections=False)
@@ -139,7 +147,7 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
             r.resolved = fs.realpath(res.path)  # what /proc/self/maps would show
             r.resolved_via = "LD_PRELOAD" if via == "loaded" and r.resolved in preloaded_real else via
             if r.resolved_via == "LD_PRELOAD":  # which entries name it (the rule's fix keeps the others)
-                r.preloaded_as = [e for e in env_preloads if fs.realpath(e) == r.resolved]
+                r.preloaded_as = [e for e, m in zip(spelled, env_preloads) if fs.realpath(m) == r.resolved]
             r.resolved_version = version_of(res.path, version_notes)
         else:
             if why and why.startswith("search stopped"):
@@ -259,8 +267,10 @@ def _info_from_cache(data: object) -> Optional[LibraryInfo]:
 
 
 def _probe_cached(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str],
-                  preloaded: Sequence[str], cache_dir: str) -> LibraryInfo:
+                  preloaded: Sequence[str], cache_dir: str, root: str = "/", keep: Tuple[str, ...] = ()) -> LibraryInfo:
     key = _cache_key(torch_package_dir, env, executable, preloaded)
+    if root != "/":  # another tree is another machine (the default key stays as it was)
+        key = json.dumps([key, root, list(keep)])
     version = _cache_version()
     entries = cachefile.load(cache_dir, LIB_CACHE_FILE, version)
     ent = entries.get(key)
@@ -275,7 +285,7 @@ def _probe_cached(torch_package_dir: str, env: Mapping[str, str], executable: Op
             if hit is not None:
                 return hit
     started = time.time_ns()
-    rec = RecordingFileSystem()
+    rec = RecordingFileSystem(root, keep)
     info = _probe(torch_package_dir, env, executable, preloaded, fs=rec)
     if cachefile.racy(rec.sigs.values(), started):
         return info  # an input changed moments ago: recorded mtimes may not show the next change
@@ -290,33 +300,43 @@ def _probe_cached(torch_package_dir: str, env: Mapping[str, str], executable: Op
 # -- libcuda ---------------------------------------------------------------------------------
 
 
-def locate_libcuda(env: Mapping[str, str], executable: Optional[str] = None) -> Tuple[Optional[str], str, Optional[str]]:
-    """The libcuda.so.1 a dlopen from libcudart (no RPATH/RUNPATH) would get: (realpath, via, why-not)."""
+def _fs(root: str, keep: Tuple[str, ...]) -> FileSystem:
+    return REAL if root == "/" else FileSystem(root, keep)
+
+
+def locate_libcuda(env: Mapping[str, str], executable: Optional[str] = None, root: str = "/",
+                   keep: Tuple[str, ...] = ()) -> Tuple[Optional[str], str, Optional[str]]:
+    """The libcuda.so.1 a dlopen from libcudart (no RPATH/RUNPATH) would get: (realpath, via, why-not).
+    Under a probe root the path is the tree's file (a host path inside the tree)."""
     try:
-        dirs = default_dirs()
-        if os.path.isdir("/usr/lib/wsl/lib"):  # WSL: the host driver's libcuda (also in ld.so.conf.d there)
-            dirs.append("/usr/lib/wsl/lib")
-        sim = LoaderSim(env, executable=executable, system_dirs=dirs)
+        fs = _fs(root, keep)
+        dirs = default_dirs(fs)
+        wsl = fs.machine("/usr/lib/wsl/lib")
+        if fs.isdir(wsl):  # WSL: the host driver's libcuda (also in ld.so.conf.d there)
+            dirs.append(wsl)
+        sim = LoaderSim(env, executable=executable, system_dirs=dirs, fs=fs)
         path, _elf, via = sim.find("libcuda.so.1", None, sim._want())
         if path is None:
             return None, "", "libcuda.so.1 not found on LD_LIBRARY_PATH, in ld.so.cache or the default dirs (%s)" % via
-        return os.path.realpath(path), via, None
+        return fs.realpath(path), via, None
     except Exception as exc:
         return None, "", "libcuda search failed: %s: %s" % (type(exc).__name__, exc)
 
 
-def find_compat_libcuda(env: Mapping[str, str], executable: Optional[str] = None) -> List[str]:
+def find_compat_libcuda(env: Mapping[str, str], executable: Optional[str] = None, root: str = "/",
+                        keep: Tuple[str, ...] = ()) -> List[str]:
     """libcuda copies in a .../compat/ directory on the loader path (cuda-compat forward compatibility)."""
     out: List[str] = []
     try:
-        sim = LoaderSim(env, executable=executable)
+        fs = _fs(root, keep)
+        sim = LoaderSim(env, executable=executable, fs=fs)
         dirs = list(sim.ld_library_path) + [os.path.dirname(p) for p in sim.cache.lookup("libcuda.so.1")]
         for d in dirs[:MAX_SEARCH_DIRS]:
             if os.path.basename(os.path.normpath(d)) != "compat":
                 continue
             p = os.path.join(d, "libcuda.so.1")
-            if os.path.exists(p):
-                rp = os.path.realpath(p)
+            if fs.exists(p):
+                rp = fs.realpath(p)
                 if rp not in out:
                     out.append(rp)
     except Exception:

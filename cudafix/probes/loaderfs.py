@@ -4,6 +4,12 @@
 records a stat signature of everything it was asked about, so a cached simulation result can
 later be checked by re-stat'ing exactly what the cold run looked at (cudafix/probes/libraries.py,
 "result cache").  The simulation code is the same with or without a cache: only the object differs.
+
+Both carry the probe root (cudafix.store.paths.probe_root; "/" outside tests): ``machine(path)``
+maps a path the machine names -- a default directory, an ld.so.cache entry, an LD_LIBRARY_PATH /
+LD_PRELOAD entry, an absolute DT_RPATH/DT_RUNPATH entry -- into the laid-out tree
+(cudafix.probes.host.machine_path).  Paths that come from a real file the simulation already
+holds (the torch library it starts at, $ORIGIN, the executable) are host paths and never mapped.
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ import stat
 from typing import Dict, IO, List, Optional, Set, Tuple
 
 from cudafix.probes.elf import MULTIARCH_TRIPLETS, ElfFile, read_elf
-from cudafix.probes.host import open_regular
-from cudafix.probes.ldcache import LD_SO_CACHE, LdCache, read_ld_cache
+from cudafix.probes.host import machine_path, open_regular
+from cudafix.probes.ldcache import LD_SO_CACHE, CacheEntry, LdCache, read_ld_cache
 from cudafix.store import cachefile
 
 
@@ -24,6 +30,14 @@ class FileSystem:
     """Direct access.  Every method is total for a missing path (False / None), never raises OSError."""
 
     recording = False
+
+    def __init__(self, root: str = "/", keep: Tuple[str, ...] = ()) -> None:
+        self.root = root or "/"
+        self.keep = tuple(k for k in keep if k)
+
+    def machine(self, path: str) -> str:
+        """``path`` as the machine names it, where it lies under the probe root."""
+        return path if self.root == "/" else machine_path(self.root, path, self.keep)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
@@ -51,8 +65,18 @@ class FileSystem:
     def read_elf(self, path: str, with_sections: bool = False) -> Tuple[Optional[ElfFile], Optional[str]]:
         return read_elf(path, with_sections=with_sections)
 
-    def read_ld_cache(self, path: str = LD_SO_CACHE) -> LdCache:
-        return read_ld_cache(path)
+    def ld_cache_path(self) -> str:
+        return self.machine(LD_SO_CACHE)
+
+    def read_ld_cache(self) -> LdCache:
+        return self._rooted(read_ld_cache(self.ld_cache_path()))
+
+    def _rooted(self, cache: LdCache) -> LdCache:
+        """The tree's cache names the tree's files by their machine paths: map them once."""
+        if self.root == "/" or cache.unknown:
+            return cache
+        return LdCache(entries=[CacheEntry(name=e.name, path=self.machine(e.path), flags=e.flags, hwcap=e.hwcap)
+                                for e in cache.entries], found_via=cache.found_via)
 
     def open_text(self, path: str) -> IO[str]:
         return open_regular(path, text=True)  # never a FIFO (docs/security.md)
@@ -66,14 +90,15 @@ class RecordingFileSystem(FileSystem):
 
     recording = True
 
-    def __init__(self) -> None:
+    def __init__(self, root: str = "/", keep: Tuple[str, ...] = ()) -> None:
+        super().__init__(root, keep)
         self.sigs: Dict[str, Optional[List[int]]] = {}
         self.dangling: Set[str] = set()  # absent but present as a symlink: its target may appear
         self.cwd: Optional[str] = None
         # what elf.default_lib_token() reads to expand $LIB (the machine is in the cache key)
         triplet = MULTIARCH_TRIPLETS.get(os.uname().machine)
         for p in (["/lib/" + triplet] if triplet else []) + ["/etc/debian_version"]:
-            self.sig(p)
+            self.sig(self.machine(p))
 
     def sig(self, path: str) -> Optional[List[int]]:
         path = os.fspath(path)
@@ -128,9 +153,10 @@ class RecordingFileSystem(FileSystem):
         self.sig(path)
         return read_elf(path, with_sections=with_sections)
 
-    def read_ld_cache(self, path: str = LD_SO_CACHE) -> LdCache:
+    def read_ld_cache(self) -> LdCache:
+        path = self.ld_cache_path()
         self.sig(path)
-        return read_ld_cache(path)
+        return self._rooted(read_ld_cache(path))
 
     def open_text(self, path: str) -> IO[str]:
         self.sig(path)

@@ -17,7 +17,9 @@ matter for CUDA are listed in DLOPEN_EDGES (strings seen in the real binaries).
 
 Nothing is loaded or executed: every answer comes from ELF headers, directory entries and the
 cache file, read through a loaderfs.FileSystem (which can record what it was asked), with bounds
-on objects and directories.
+on objects and directories.  Under a probe root (tests: a laid-out WSL tree) the machine's paths
+-- default dirs, ld.so.cache and its entries, LD_LIBRARY_PATH, absolute DT_RPATH/DT_RUNPATH
+entries, $LIB -- are the tree's (``fs.machine``); $ORIGIN and the executable are host paths.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ import re
 import sys
 from typing import Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from cudafix.probes.elf import MULTIARCH_TRIPLETS, ElfFile, expand_dst, split_path_list
-from cudafix.probes.ldcache import LD_SO_CACHE, LdCache
+from cudafix.probes.elf import MULTIARCH_TRIPLETS, ElfFile, default_lib_token, expand_dst, split_path_list
+from cudafix.probes.ldcache import LdCache
 from cudafix.probes.loaderfs import REAL, FileSystem
 from cudafix.store import cachefile
 
@@ -72,14 +74,17 @@ def is_cuda_soname(name: str) -> bool:
 
 
 def default_dirs(fs: FileSystem = REAL) -> List[str]:
-    """glibc's system search path on this machine: Debian/Ubuntu multiarch dirs, else lib64 dirs."""
+    """glibc's system search path on this machine: Debian/Ubuntu multiarch dirs, else lib64 dirs
+    (under the probe root: the tree's distribution, its directories)."""
     machine = os.uname().machine
     triplet = MULTIARCH_TRIPLETS.get(machine)
-    if triplet and (fs.isdir("/lib/" + triplet) or fs.isdir("/usr/lib/" + triplet)):
-        return ["/lib/" + triplet, "/usr/lib/" + triplet, "/lib", "/usr/lib"]  # seen in LD_DEBUG=libs (Debian 12)
-    if machine in ("x86_64", "aarch64", "ppc64le", "s390x"):
-        return ["/lib64", "/usr/lib64"]  # RHEL/Fedora/SUSE SYSTEM_DIRS
-    return ["/lib", "/usr/lib"]
+    if triplet and (fs.isdir(fs.machine("/lib/" + triplet)) or fs.isdir(fs.machine("/usr/lib/" + triplet))):
+        dirs = ["/lib/" + triplet, "/usr/lib/" + triplet, "/lib", "/usr/lib"]  # seen in LD_DEBUG=libs (Debian 12)
+    elif machine in ("x86_64", "aarch64", "ppc64le", "s390x"):
+        dirs = ["/lib64", "/usr/lib64"]  # RHEL/Fedora/SUSE SYSTEM_DIRS
+    else:
+        dirs = ["/lib", "/usr/lib"]
+    return dirs if fs.root == "/" else [fs.machine(d) for d in dirs]
 
 
 class _Obj:
@@ -111,7 +116,8 @@ class LoaderSim:
         self.fs = fs
         self.cwd = cwd or os.getcwd()
         self.cache = ld_cache if ld_cache is not None else ld_cache_of(fs)
-        self.system_dirs = list(system_dirs) if system_dirs is not None else default_dirs(fs)
+        self.system_dirs = [fs.machine(d) for d in system_dirs] if system_dirs is not None else default_dirs(fs)
+        self._lib = default_lib_token(fs.root) if fs.root != "/" else None  # $LIB: the tree's layout
         self.notes: List[str] = []
         exe = fs.realpath(executable or sys.executable)  # the kernel gives ld.so the resolved path
         self.main_elf, reason = fs.read_elf(exe, with_sections=False)
@@ -119,7 +125,7 @@ class LoaderSim:
         if self.main_elf is None:
             self.notes.append("executable %s unreadable (%s): its DT_RPATH is not modelled" % (exe, reason))
         self.ld_library_path = [
-            self._dir(expand_dst(d, self.main_dir)) for d in split_path_list(env.get("LD_LIBRARY_PATH"), ":;")
+            self._entry(d, self.main_dir) for d in split_path_list(env.get("LD_LIBRARY_PATH"), ":;")
         ] if env.get("LD_LIBRARY_PATH") else []
         self.loaded: List[_Obj] = []
         self._by_name: Dict[str, _Obj] = {}
@@ -135,9 +141,17 @@ class LoaderSim:
         self.fs.note_cwd()  # the result now depends on the cwd (result cache key)
         return self.cwd  # an empty entry means the current directory
 
+    def _entry(self, d: str, origin: str) -> str:
+        """One search-path entry expanded; under a probe root a machine path is the tree's, an
+        $ORIGIN one stays where the object really is."""
+        if self.fs.root == "/":
+            return self._dir(expand_dst(d, origin))
+        out = self._dir(expand_dst(d, origin, lib=self._lib))
+        return out if not d or "ORIGIN" in d else self.fs.machine(out)  # "": this process's real cwd
+
     def _expand_list(self, raw: Optional[str], origin_obj: _Obj) -> List[str]:
         origin = os.path.dirname(origin_obj.path)
-        return [self._dir(expand_dst(d, origin)) for d in split_path_list(raw, ":")]
+        return [self._entry(d, origin) for d in split_path_list(raw, ":")]
 
     def search_steps(self, requester: Optional[_Obj]) -> List[Tuple[str, List[str]]]:
         """The ordered (via, dirs) steps the loader walks for a name requested by ``requester``."""
@@ -155,7 +169,7 @@ class LoaderSim:
                 steps.append(("DT_RPATH", chain))
             if self.main_elf is not None and self.main_elf.rpath and not self.main_elf.runpath:
                 origin = self.main_dir
-                steps.append(("DT_RPATH", [self._dir(expand_dst(d, origin)) for d in split_path_list(self.main_elf.rpath)]))
+                steps.append(("DT_RPATH", [self._entry(d, origin) for d in split_path_list(self.main_elf.rpath)]))
         if self.ld_library_path:
             steps.append(("LD_LIBRARY_PATH", list(self.ld_library_path)))
         if requester is not None and requester.elf.runpath:
@@ -326,11 +340,13 @@ _LD_CACHE_MEMO: Dict[str, LdCache] = {}
 
 
 def ld_cache_of(fs: FileSystem = REAL) -> LdCache:
-    """/etc/ld.so.cache parsed once per process while it keeps its stat (`status` builds three
-    simulations: libcuda, compat libcuda, torch's libraries); a recording fs reads it itself."""
+    """/etc/ld.so.cache (the probe root's) parsed once per process while it keeps its stat
+    (`status` builds three simulations: libcuda, compat libcuda, torch's libraries); a recording
+    fs reads it itself."""
     if fs.recording:
         return fs.read_ld_cache()
-    key = repr(cachefile.stat_sig(LD_SO_CACHE))
+    path = fs.ld_cache_path()
+    key = repr(cachefile.stat_sig(path)) if fs.root == "/" else repr((path, fs.keep, cachefile.stat_sig(path)))
     hit = _LD_CACHE_MEMO.get(key)
     if hit is None:
         _LD_CACHE_MEMO.clear()
