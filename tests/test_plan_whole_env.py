@@ -259,3 +259,18 @@ def test_a_companion_cudafix_knows_no_release_of_never_blocks_torch():
     opens = [u for u in plan.unresolved if u.startswith("xformers 0.0.33")]
     assert opens and "torch 2.11.0" in opens[0] and "release notes" in opens[0], plan.unresolved
     assert not any(k.startswith(plan.target + ":") for k in plan.skipped)
+
+
+def test_unreadable_compute_capability_is_an_open_finding_not_a_crash():
+    """A recorded snapshot whose GPU's compute capability is not X.Y (here the rich H200 recording
+    with '9.0' spoiled; before, `fix --from` crashed with `ValueError: not a compute capability`):
+    no torch build can be judged against that GPU, so none is chosen and the findings stay open,
+    naming the unreadable value."""
+    d = json.loads(open(os.path.join(FIX, "h200rich", "h200-rich-snapshot.json")).read())
+    for g in d["gpus"]["gpus"] if isinstance(d["gpus"], dict) else d["gpus"]:
+        g["compute_capability"] = "9.0;rm"
+    s = assume.apply(Snapshot.from_dict(d), "550.54.14", [])
+    plan = planner.make_plan(s, rules.run(s))
+    assert plan.target is None and not plan.steps
+    assert any(u.startswith("driver-too-old: ") and "GPU0's compute capability '9.0;rm' cannot be read as X.Y" in u
+               for u in plan.unresolved), plan.unresolved

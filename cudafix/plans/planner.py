@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from cudafix.knowledge import cuda_driver, version_tuple
 from cudafix.knowledge.cuda_packages import normalize
 from cudafix.knowledge import gpus as kgpus
+from cudafix.knowledge.arch import parse_cc
 from cudafix.knowledge import torch_builds as tb
 from cudafix.model.findings import ERROR, WARNING, Finding, RuleRun
 from cudafix.model.record import record
@@ -122,13 +123,31 @@ def _variant_of(t) -> Optional[str]:
     return "cpu" if (t.version and not t.cuda) or "+cpu" in v else None
 
 
+def _gpu_ccs(snap: Snapshot) -> List[Tuple[Any, str]]:
+    return [(g, cc) for g in snap.visible_gpus() for cc in [g.compute_capability or kgpus.compute_capability(g.name)] if cc]
+
+
 def _ccs(snap: Snapshot) -> List[str]:
+    """The visible GPUs' compute capabilities, each once (only those that read as X.Y)."""
     out: List[str] = []
-    for g in snap.visible_gpus():
-        cc = g.compute_capability or kgpus.compute_capability(g.name)
-        if cc and cc not in out:
+    for _g, cc in _gpu_ccs(snap):
+        if cc not in out and not _unreadable(cc):
             out.append(cc)
     return out
+
+
+def _unreadable(cc: str) -> bool:
+    try:
+        parse_cc(cc)
+    except ValueError:
+        return True
+    return False
+
+
+def _unreadable_ccs(snap: Snapshot) -> List[str]:
+    """GPUs whose compute capability does not read as X.Y (a malformed recorded snapshot): no
+    build can be judged against them, so no torch change is chosen."""
+    return ["GPU%s's compute capability %r" % (g.index, cc) for g, cc in _gpu_ccs(snap) if _unreadable(cc)]
 
 
 def _driver(snap: Snapshot) -> Tuple[Optional[int], Optional[str]]:
@@ -377,8 +396,12 @@ def make_plan(snap: Snapshot, runs: Optional[Sequence[RuleRun]] = None) -> FixPl
     blockers: List[str] = []
     skipped: List[str] = []
     unresolved: List[str] = []
+    unreadable = _unreadable_ccs(snap) if torch_fs else []
     if torch_fs and t is None:
         unresolved = ["%s: %s" % (f.rule, f.message) for f in torch_fs]
+    elif unreadable:
+        unresolved = ["%s: %s (no torch build chosen: %s cannot be read as X.Y)" % (f.rule, f.message, ", ".join(unreadable))
+                      for f in torch_fs]
     elif torch_fs:
         ch, skipped = _choose(snap, runs)
         if ch is None:
