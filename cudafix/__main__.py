@@ -8,7 +8,10 @@ if __name__ == "__main__" and sys.argv[1:2] == ["shell"]:
     if _rc is not None:
         sys.exit(_rc)
 
-from cudafix.cli import main  # noqa: E402
-
 if __name__ == "__main__":
-    main()
+    # `status` / `check` in their common forms: no click (cudafix/cli/fast.py), else the click CLI
+    from cudafix.cli import run
+
+    run()
+
+from cudafix.cli import main  # noqa: E402,F401
