@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -33,7 +32,7 @@ from cudafix.probes.dirwalk import DirCache, WalkLimit, walk
 from cudafix.probes.elf import read_elf
 from cudafix.probes.cudart_static import static_cudart_version
 from cudafix.probes.fatbin import scan_fatbin_uncached
-from cudafix.probes.host import open_regular
+from cudafix.probes.host import open_regular, which
 from cudafix.store import cachefile, safefs
 from cudafix.model import cuda as cudaver
 
@@ -260,7 +259,7 @@ def demangle(name: str) -> Optional[str]:
     # only PATH's absolute directories: an empty or relative entry ("", ".") would run a c++filt
     # planted in the current directory, and a name is no reason to run another user's program
     search = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(d))
-    tool = shutil.which("c++filt", path=search)
+    tool = which("c++filt", search)
     if tool is None or safefs.safe_to_load(tool) is not None:
         return None
     import subprocess  # here, not at import: a warm scan demangles nothing (~8 ms)

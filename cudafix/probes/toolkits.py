@@ -15,13 +15,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from cudafix.knowledge import cuda_packages
 from cudafix.probes import packages
-from cudafix.probes.host import describe_oserror, read_text
+from cudafix.probes.host import describe_oserror, read_text, which
 from cudafix.probes.packages import _json_object
 from cudafix.model.snapshot import CondaPackage, PythonDist, Toolkit, ToolkitInfo
 from cudafix.model import cuda as cudaver
@@ -244,7 +243,7 @@ def find_cuda_home(env: Mapping[str, str], usr_local: str = "/usr/local") -> Tup
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if env.get(var):  # `os.environ.get('CUDA_HOME') or ...`: an empty value falls through
             return env[var], var
-    nvcc = shutil.which("nvcc", path=env.get("PATH", ""))
+    nvcc = which("nvcc", env.get("PATH", ""))
     if nvcc:
         return os.path.dirname(os.path.dirname(nvcc)), "PATH nvcc"
     default = os.path.join(usr_local, "cuda")
@@ -322,7 +321,7 @@ def probe_toolkits(env: Optional[Mapping[str, str]] = None, prefix: Optional[str
             info.unknown[var] = "%s=%s: %s" % (var, val, why)
             continue
         candidates.append((val, var))
-    nvcc = shutil.which("nvcc", path=env.get("PATH", ""))
+    nvcc = which("nvcc", env.get("PATH", ""))
     if nvcc:
         target = wrapped_nvcc(nvcc)
         root = os.path.dirname(os.path.dirname(os.path.realpath(target or nvcc)))
