@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
-import platform
+import sys
 from typing import Dict, Optional, Tuple
 
 # Files the probes read as text are small (version files, /proc entries, metadata).  Anything
@@ -103,8 +103,15 @@ def glibc_version() -> Optional[str]:
 def probe_host() -> Dict[str, str]:
     """os, kernel (release), glibc, machine; keys whose value is unknown are left out."""
     info = {}  # type: Dict[str, str]
-    uname = platform.uname()
-    info["os"] = uname.system.lower() or "unknown"
+    if sys.platform.startswith("linux"):
+        uname = os.uname()  # what platform.uname() reads there, without importing platform (~1.4 ms)
+        system = uname.sysname
+    else:
+        import platform
+
+        uname = platform.uname()
+        system = uname.system
+    info["os"] = system.lower() or "unknown"
     if uname.release:
         info["kernel"] = uname.release
     if uname.machine:
