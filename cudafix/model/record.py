@@ -16,6 +16,7 @@ class of cudafix with ``dataclasses.dataclass`` of the same fields.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import reprlib
 
@@ -54,9 +55,28 @@ def _covered(cls: type) -> bool:
         and not any(hasattr(b, "__dataclass_fields__") for b in cls.__mro__[1:])
 
 
+# Every __init__ source built in this process (tools/record_inits.py collects them), and those
+# record_inits.py did not hold (compiled here; tests/test_record_inits.py wants none).
+SOURCES: list = []
+MISSED: list = []
+_COMPILED: list = []
+
+
+def _compiled() -> dict:
+    """record_inits.INITS (source -> function), imported once; {} where it is missing."""
+    if not _COMPILED:
+        try:
+            from cudafix.model.record_inits import INITS
+        except Exception:  # noqa: BLE001 - missing or broken: compile every class here, as before
+            INITS = {}
+        _COMPILED.append(INITS)
+    return _COMPILED[0]
+
+
 def _build(cls: type, fields: list, frozen: bool) -> None:
     g = {"__HAS_FACTORY": _HAS_FACTORY, "__setobj": object.__setattr__}
     params, body, seen_default = ["self"], [], False
+    defaults: list = []  # the values of the parameters with a default, in order
     for f in fields:
         n = f.name
         has_factory = f.default_factory is not dataclasses.MISSING
@@ -64,11 +84,13 @@ def _build(cls: type, fields: list, frozen: bool) -> None:
             if has_factory:
                 g["__f_" + n] = f.default_factory
                 params.append("%s=__HAS_FACTORY" % n)
+                defaults.append(_HAS_FACTORY)
                 value = "__f_%s() if %s is __HAS_FACTORY else %s" % (n, n, n)
                 seen_default = True
             elif f.default is not dataclasses.MISSING:
                 g["__d_" + n] = f.default
                 params.append("%s=__d_%s" % (n, n))
+                defaults.append(f.default)
                 value = n
                 seen_default = True
             else:
@@ -82,8 +104,18 @@ def _build(cls: type, fields: list, frozen: bool) -> None:
         else:
             continue  # init=False with a plain default: the class attribute serves
         body.append("  __setobj(self, %r, %s)" % (n, value) if frozen else "  self.%s = %s" % (n, value))
-    exec("\n".join(["def __init__(%s):" % ", ".join(params)] + (body or ["  pass"])), g)  # noqa: S102 (field names only)
-    init = g["__init__"]
+    src = "\n".join(["def __init__(%s):" % ", ".join(params)] + (body or ["  pass"]))
+    compiled = _compiled().get(src)
+    if compiled is not None:
+        # the same function, compiled ahead in cudafix/model/record_inits.py: compiling costs
+        # ~80 us a class (~5 ms of `cudafix status`), making the function from its code ~1 us
+        g["__builtins__"] = builtins.__dict__  # what exec() puts in the globals it is given
+        init = type(_build)(compiled.__code__, g, "__init__", tuple(defaults) or None)
+    else:
+        MISSED.append(src)
+        exec(src, g)  # noqa: S102 (field names only)
+        init = g["__init__"]
+    SOURCES.append(src)
     init.__annotations__ = dict({f.name: f.type for f in fields if f.init}, **{"return": None})
     methods = {"__init__": init,
                "__repr__": reprlib.recursive_repr()(_repr_fn(tuple(f.name for f in fields if f.repr))),
