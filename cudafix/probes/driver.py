@@ -17,12 +17,13 @@ from typing import List, Mapping, Optional, Tuple
 from cudafix.probes.host import join_root, read_text
 from cudafix.probes.fwdnote import read_fwd_note
 from cudafix.model.snapshot import DriverInfo
+from cudafix.model.lazyre import lazy_re
 
 _VERSION = r"\d+\.\d+(?:\.\d+)*"
-_VERSION_RE = re.compile(r"^%s$" % _VERSION)
+_VERSION_RE = lazy_re(r"^%s$" % _VERSION)
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 08:38:17 UTC 2026"
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (...)"
-_NVRM_RE = re.compile(r"^NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(%s)(?:\s|$)" % _VERSION, re.M)
+_NVRM_RE = lazy_re(r"^NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(%s)(?:\s|$)" % _VERSION, re.M)
 
 WSL_LIBCUDA = "/usr/lib/wsl/lib/libcuda.so.1"
 

@@ -35,6 +35,7 @@ from cudafix.probes.fatbin import scan_fatbin_uncached
 from cudafix.probes.host import open_regular, which
 from cudafix.store import cachefile, safefs
 from cudafix.model import cuda as cudaver
+from cudafix.model.lazyre import lazy_re
 
 CACHE_FILE = "extensions-cache.json"
 CACHE_VERSION = 2  # 2: the static runtime's version (cudart_version)
@@ -50,11 +51,11 @@ VENDOR_PREFIXES = ("libcublas", "libcudnn", "libcufft", "libcusparse", "libcusol
                    "libnvjpeg", "libnpp", "libcudart", "libnvrtc", "libnvJitLink", "libcupti", "libnvToolsExt",
                    "libcufile", "libnvshmem", "libnvperf", "libcuda", "libnvidia", "libtorch", "libc10",
                    "libcaffe2", "libshm", "libnvblas", "libnvvm", "libcusparseLt", "libnvfatbin", "libnvptxcompiler")
-TORCH_LIB_RE = re.compile(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
+TORCH_LIB_RE = lazy_re(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
 # Symbols torch's libraries export: C++ names in torch's namespaces (nested names, their vtables /
 # typeinfo), and the C shim of the stable ABI (torchvision >= 0.23 `_C_stable.so`).
-TORCH_SYM_RE = re.compile(r"^(_Z(T[VIS])?N[KVrRO]*(3c10|2at|5torch|6caffe2|4c10d)|aoti_torch_|torch_)")
-SO_RE = re.compile(r"\.so($|\.)")
+TORCH_SYM_RE = lazy_re(r"^(_Z(T[VIS])?N[KVrRO]*(3c10|2at|5torch|6caffe2|4c10d)|aoti_torch_|torch_)")
+SO_RE = lazy_re(r"\.so($|\.)")
 
 
 def is_shared_object_name(name: str) -> bool:
