@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import textwrap
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING
@@ -151,6 +150,8 @@ def mib_text(n: Optional[int]) -> str:
 
 
 def wrap_list(prefix: str, items: Sequence[str], width: int = 100) -> List[str]:
+    import textwrap  # here: `status --json` wraps nothing (textwrap and its patterns: ~1 ms)
+
     return textwrap.wrap(
         ", ".join(items), width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
         break_on_hyphens=False, break_long_words=False,
