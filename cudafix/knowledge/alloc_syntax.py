@@ -51,6 +51,8 @@ class Item:
 
 @record(frozen=True)
 class Issue:
+    """What torch's parser would make of one item: refuse it, or cudafix cannot tell."""
+
     key: str
     kind: str  # REJECTED | BAD_VALUE | MALFORMED | UNCERTAIN
     reason: str
