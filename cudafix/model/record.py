@@ -37,7 +37,8 @@ def record(cls=None, *, frozen: bool = False):  # type: ignore[no-untyped-def]
         return lambda c: record(c, frozen=frozen)
     if not _covered(cls):
         return dataclasses.dataclass(cls, frozen=frozen)
-    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    if not _fields_fast(cls):
+        cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
     fields = [f for f in cls.__dataclass_fields__.values() if f._field_type is dataclasses._FIELD]  # type: ignore[attr-defined]
     if len(fields) != len(cls.__dataclass_fields__) or any(getattr(f, "kw_only", False) for f in fields):
         raise TypeError("record %s: ClassVar, InitVar or keyword-only fields: use dataclasses.dataclass" % cls.__name__)
@@ -46,6 +47,62 @@ def record(cls=None, *, frozen: bool = False):  # type: ignore[no-untyped-def]
     p.init = p.repr = p.eq = True
     p.frozen = frozen
     return cls
+
+
+class _Template:
+    """What ``dataclasses.dataclass(init=False, repr=False, eq=False)`` gives a plain class on this
+    Python: its parameters and the attributes it adds (``__match_args__`` 3.10+, ``__replace__``
+    3.13+), copied by :func:`_fields_fast`."""
+
+
+_TEMPLATE = dataclasses.dataclass(_Template, init=False, repr=False, eq=False)
+_ADDED = tuple(n for n in ("__replace__",) if n in _TEMPLATE.__dict__)
+_MATCH_ARGS = "__match_args__" in _TEMPLATE.__dict__
+_PARAMS = type(_TEMPLATE.__dataclass_params__)
+_PARAM_SLOTS = tuple(getattr(_PARAMS, "__slots__", ()))
+
+
+def _fields_fast(cls: type) -> bool:
+    """Give ``cls`` the fields ``dataclasses.dataclass(cls, init=False, repr=False, eq=False)``
+    would (``__dataclass_fields__``, ``__dataclass_params__``, class attributes, ``__match_args__``),
+    without its per-field type checks (ClassVar / InitVar: :func:`_covered` ruled them out): ~60 us
+    a class less.  False, nothing changed, where a class needs dataclasses' own checks and errors
+    (a mutable default, a field without annotation, parameters of an unknown shape)."""
+    own = cls.__dict__
+    ann = own.get("__annotations__", {})
+    if not _PARAM_SLOTS or any(isinstance(v, dataclasses.Field) and k not in ann for k, v in own.items()):
+        return False
+    fields = {}
+    for name, tp in ann.items():
+        default = own.get(name, dataclasses.MISSING)
+        if isinstance(default, dataclasses.Field):
+            f = default
+        else:
+            f = dataclasses.field(default=default)
+        d = f.default
+        if d is not dataclasses.MISSING and (isinstance(d, (list, dict, set)) or type(d).__hash__ is None):
+            return False  # dataclasses refuses a mutable default: its message
+        if getattr(f, "kw_only", None) is dataclasses.MISSING:
+            f.kw_only = False  # type: ignore[attr-defined]
+        f.name, f.type, f._field_type = name, tp, dataclasses._FIELD  # type: ignore[attr-defined]
+        fields[name] = f
+    for name, f in fields.items():
+        if isinstance(own.get(name), dataclasses.Field):
+            if f.default is dataclasses.MISSING:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, f.default)
+    params = _PARAMS.__new__(_PARAMS)
+    for slot in _PARAM_SLOTS:
+        setattr(params, slot, getattr(_TEMPLATE.__dataclass_params__, slot))
+    cls.__dataclass_params__ = params  # type: ignore[attr-defined]
+    cls.__dataclass_fields__ = fields  # type: ignore[attr-defined]
+    if _MATCH_ARGS and "__match_args__" not in own:
+        cls.__match_args__ = tuple(n for n, f in fields.items() if f.init)  # type: ignore[attr-defined]
+    for name in _ADDED:
+        if name not in own:
+            setattr(cls, name, _TEMPLATE.__dict__[name])
+    return True
 
 
 def _covered(cls: type) -> bool:
