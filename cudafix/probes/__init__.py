@@ -192,7 +192,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
     snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
 
-    drv = _guard(snap, "driver", lambda: driver.probe_driver(env, root=root, call_driver_api=call_driver_api))
+    drv = _guard(snap, "driver", lambda: driver.probe_driver(env, root=root, call_driver_api=call_driver_api,
+                                                             cache_dir=cache_dir))
     if drv is not None:
         snap.driver = drv
 

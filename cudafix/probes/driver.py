@@ -182,6 +182,35 @@ def query_driver_cuda_version(libcuda_path: str) -> Tuple[Optional[int], Optiona
     return value.value, None
 
 
+DRIVER_API_CACHE = "driver-api-cache.json"
+DRIVER_API_CACHE_VERSION = 1
+
+
+def cached_driver_cuda_version(libcuda_path: str, cache_dir: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
+    """:func:`query_driver_cuda_version`, its answer kept per libcuda file in ``cache_dir``.
+
+    The version is compiled into the library: the same file (realpath, size, mtime, ctime) gives
+    the same answer, and loading libcuda (tens of MB) is the costly part of asking it.  Only an
+    answer is kept (a failure is asked again), and not for a file changed within the racy window.
+    """
+    import time
+
+    from cudafix.store import cachefile
+
+    started = time.time_ns()
+    real = os.path.realpath(libcuda_path)
+    sig = cachefile.stat_sig(real) if cache_dir else None
+    entries = cachefile.load(cache_dir, DRIVER_API_CACHE, DRIVER_API_CACHE_VERSION) if sig is not None else {}
+    ent = entries.get(real)
+    if isinstance(ent, dict) and ent.get("sig") == sig and isinstance(ent.get("cuda_version"), int):
+        return ent["cuda_version"], None
+    cv, why = query_driver_cuda_version(libcuda_path)
+    if cv is not None and sig is not None and cache_dir and not cachefile.racy([sig], started):
+        entries[real] = {"sig": sig, "cuda_version": cv}
+        cachefile.store(cache_dir, DRIVER_API_CACHE, DRIVER_API_CACHE_VERSION, entries)
+    return cv, why
+
+
 def _find_compat(env: Mapping[str, str]) -> Tuple[List[str], Optional[str]]:
     try:
         from cudafix.probes.libraries import find_compat_libcuda  # type: ignore
@@ -193,7 +222,10 @@ def _find_compat(env: Mapping[str, str]) -> Tuple[List[str], Optional[str]]:
         return [], "find_compat_libcuda failed: %s: %s" % (type(exc).__name__, exc)
 
 
-def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_driver_api: bool = True) -> DriverInfo:
+def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_driver_api: bool = True,
+                 cache_dir: Optional[str] = None) -> DriverInfo:
+    """The driver: kernel module, libcuda (and its CUDA version: cuDriverGetVersion, without cuInit,
+    cached per libcuda file in ``cache_dir``), NVML library, forward-compat copies."""
     env = os.environ if env is None else env
     info = DriverInfo()
 
@@ -230,7 +262,7 @@ def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_
         else:
             info.unknown["libcuda_fwd_note"] = why or "unknown"
         if call_driver_api:
-            cv, why = query_driver_cuda_version(path)
+            cv, why = cached_driver_cuda_version(path, cache_dir)
             if cv is not None:
                 info.cuda_version = cv
                 info.found_via["cuda_version"] = "cuDriverGetVersion (no cuInit) in %s" % real
