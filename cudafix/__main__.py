@@ -9,7 +9,12 @@ if __name__ == "__main__" and sys.argv[1:2] == ["shell"]:
         sys.exit(_rc)
 
 if __name__ == "__main__":
-    # `status` / `check` in their common forms: no click (cudafix/cli/fast.py), else the click CLI
+    # `status` / `check` in their common forms: no click (cudafix/cli/fast.py), else the click CLI.
+    # The cyclic garbage collector stays off until then (cudafix/cli/fast.py says why); run() turns
+    # it back on for everything else.
+    import gc
+
+    gc.disable()
     from cudafix.cli import run
 
     run()

@@ -54,6 +54,9 @@ def run(argv: Optional[List[str]] = None) -> None:
     rc = fast_main(sys.argv[1:] if argv is None else argv)
     if rc is not None:
         sys.exit(rc)
+    import gc
+
+    gc.enable()  # off since `python -m cudafix` started (cudafix/__main__.py): only status / check run so
     from cudafix.cli.group import main
 
     main(args=argv)
