@@ -102,7 +102,7 @@ def current_python() -> Tuple[PythonInfo, List[str]]:
 
 
 def _python_version() -> str:
-    """platform.python_version() without importing platform and datetime (~3 ms of `status`):
+    """platform.python_version() without importing platform (~1.4 ms of `status`; 9 patterns):
     CPython's sys.version starts with the version word platform's parser takes, and platform adds
     a patch level of 0 to a bare X.Y.  Anything else is platform's to parse."""
     import re
