@@ -223,3 +223,33 @@ def _frozen_fns(cls, names):  # type: ignore[no-untyped-def]
             raise dataclasses.FrozenInstanceError("cannot delete field %r" % (name,))
         super(cls, self).__delattr__(name)
     return __setattr__, __delattr__
+
+
+# -- asdict ------------------------------------------------------------------------------------
+
+_ATOMIC = (str, int, float, bool, type(None), bytes)
+_NAMES: dict = {}  # class -> its field names (dataclasses.fields' order)
+
+
+def asdict(obj):  # type: ignore[no-untyped-def]
+    """``dataclasses.asdict(obj)``, the same dict: atomic values as they are (deepcopy returns
+    them unchanged), dataclass instances, lists, tuples, named tuples and dicts rebuilt, anything
+    else deep-copied, as dataclasses does.  A snapshot's JSON document walks ~800 values; this
+    spares dataclasses' per-value fields() call and type checks (~1 ms of `status --json`)."""
+    cls = type(obj)
+    if cls in _ATOMIC:
+        return obj
+    names = _NAMES.get(cls)
+    if names is None and hasattr(cls, "__dataclass_fields__") and not isinstance(obj, type):
+        names = _NAMES[cls] = tuple(f.name for f in dataclasses.fields(obj))
+    if names is not None:
+        return {n: asdict(getattr(obj, n)) for n in names}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return cls(*[asdict(v) for v in obj])
+    if isinstance(obj, (list, tuple)):
+        return cls(asdict(v) for v in obj)
+    if isinstance(obj, dict):
+        return cls((asdict(k), asdict(v)) for k, v in obj.items())
+    import copy
+
+    return copy.deepcopy(obj)
