@@ -105,14 +105,14 @@ def _python_version() -> str:
     """platform.python_version() without importing platform (~1.4 ms of `status`; 9 patterns):
     CPython's sys.version starts with the version word platform's parser takes, and platform adds
     a patch level of 0 to a bare X.Y.  Anything else is platform's to parse."""
-    import re
-
-    m = re.match(r"([\w.+]+)\s*(?:\|[^|]*\|)?\s*\(#?[^,]+(?:,[^)]*)?\)\s*\[[^\]]+", sys.version, re.ASCII)
-    if m is None or sys.implementation.name != "cpython" or "PyPy" in sys.version:
+    word = sys.version.split(None, 1)[0] if sys.version.strip() else ""
+    plain = word and all(c.isascii() and (c.isalnum() or c in "._+") for c in word)
+    if not plain or not word.startswith("%d.%d" % sys.version_info[:2]) or sys.implementation.name != "cpython" \
+            or "PyPy" in sys.version or "(" not in sys.version or "[" not in sys.version:
         import platform
 
         return platform.python_version()
-    parts = m.group(1).split(".")
+    parts = word.split(".")
     return ".".join(parts + ["0"] if len(parts) == 2 else parts)
 
 
