@@ -13,7 +13,7 @@ export PYTHONUNBUFFERED=1
 { date -u; uptime; nproc; "$PY" -c 'import sys; print(sys.version)'; env | grep -E '^PYTHON' ; } > "$OUT"/env.txt 2>&1
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 # 1. status vs collect_env, the before tree timed in the same rounds
-timeout 110 "$PY" bench/status_vs_collect_env.py --python "$PY" --also-repo ../speed-before -n 5 --json-out "$OUT"/status-bench.json > "$OUT"/status-bench.txt 2>&1
+timeout 110 "$PY" bench/status_vs_collect_env.py --python "$PY" --also-repo ../speed-before -n 5 --check --speed-target 40 --warm-max-s 0.120 --cold-max-s 0.300 --json-out "$OUT"/status-bench.json > "$OUT"/status-bench.txt 2>&1
 echo "rc=$?" >> "$OUT"/status-bench.txt
 # 2. where a warm status's time goes there now (importtime min-of-1 after a warm run; cProfile)
 ( cd /; for t in "$HERE" "$HERE/../speed-before"; do echo "== $t"; PYTHONPATH=$t "$PY" -m cudafix status --json >/dev/null 2>&1;

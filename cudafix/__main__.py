@@ -8,7 +8,15 @@ if __name__ == "__main__" and sys.argv[1:2] == ["shell"]:
     if _rc is not None:
         sys.exit(_rc)
 
-from cudafix.cli import main  # noqa: E402
-
 if __name__ == "__main__":
-    main()
+    # `status` / `check` in their common forms: no click (cudafix/cli/fast.py), else the click CLI.
+    # The cyclic garbage collector stays off until then (cudafix/cli/fast.py says why); run() turns
+    # it back on for everything else.
+    import gc
+
+    gc.disable()
+    from cudafix.cli import run
+
+    run()
+
+from cudafix.cli import main  # noqa: E402,F401

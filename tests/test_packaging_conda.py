@@ -132,7 +132,7 @@ def test_recipe_conda_forge_form():
     assert r["package"] == {"name": "cudafix", "version": source_version()}
     assert r["build"]["noarch"] == "python"
     assert r["build"]["script"] == ["${{ PYTHON }} -m pip install . -vv --no-deps --no-build-isolation"] + INSTALL_STEPS
-    assert r["build"]["python"]["entry_points"] == ["cudafix = cudafix.cli:main"]
+    assert r["build"]["python"]["entry_points"] == ["cudafix = cudafix.cli:run"]
     assert r["requirements"]["host"] == ["python 3.10.*", "pip", "setuptools >=61", "wheel"]
     assert r["requirements"]["run"] == ["python >=3.10"] + RUN_DEPENDS[1:]
     kinds = [next(iter(t)) for t in r["tests"]]
@@ -198,7 +198,7 @@ def test_link_json_declares_the_entry_point(channel):
     link = json.loads(channel["conda"]["info"]["info/link.json"])
     assert link["noarch"]["type"] == "python"
     # conda writes bin/cudafix from this at install time, for the env's own python
-    assert link["noarch"]["entry_points"] == ["cudafix = cudafix.cli:main"]
+    assert link["noarch"]["entry_points"] == ["cudafix = cudafix.cli:run"]
 
 
 def test_paths_json_lists_exactly_the_payload_with_hashes(channel):

@@ -167,7 +167,7 @@ def test_entry_points(dist):
         elif "=" in line and current:
             k, v = (s.strip() for s in line.split("=", 1))
             sections.setdefault(current, {})[k] = v
-    assert sections["console_scripts"] == {"cudafix": "cudafix.cli:main"}
+    assert sections["console_scripts"] == {"cudafix": "cudafix.cli:run"}
     # conda loads plugins from the entry-point group "conda"
     assert sections["conda"] == {"cudafix": "cudafix.plugins.conda"}
 

@@ -75,7 +75,9 @@ def _imported_after(argv, env=None):
 def test_status_imports_only_the_report_area(tmp_path):
     p, mods = _imported_after(["status", "--json"], env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path)))
     assert json.loads(p.stdout)["schema"] == "cudafix.status/1"
-    assert "cudafix.cli.report" in mods
+    assert "cudafix.cli.analysis" in mods
+    # the common forms of status and check run without click (cudafix/cli/fast.py)
+    assert not {"click", "cudafix.cli.report", "cudafix.cli.group"} & mods
     assert not {"cudafix.cli.shell", "cudafix.cli.verify", "cudafix.verify"} & mods
     from cudafix.probes import gpus
 

@@ -17,12 +17,7 @@ the table and the modules' ``COMMANDS`` lists agree.
 
 from __future__ import annotations
 
-import importlib
-from typing import Dict, Iterator, MutableMapping, Optional
-
-import click
-
-from cudafix import __version__
+from typing import Any, Dict, List, Optional
 
 # command name -> module whose COMMANDS list defines it (in `--help` order: sorted anyway)
 COMMAND_MODULES: Dict[str, str] = {
@@ -40,69 +35,28 @@ COMMAND_MODULES: Dict[str, str] = {
 }
 
 
-class _LazyCommands(MutableMapping):  # type: ignore[type-arg]
-    """``Group.commands`` that imports a command's module on first lookup of its name.
+def __getattr__(name: str) -> Any:
+    """``cudafix.cli.main`` (and the group's helpers) from cudafix/cli/group.py, imported on first use."""
+    if name in ("main", "_DefaultGroup", "_LazyCommands"):
+        from cudafix.cli import group
 
-    Iteration and ``len`` use the static table (no import); ``commands[name]`` / ``.get`` /
-    ``.items()`` import what they return.  A failing import propagates: a broken module is
-    an error to see, not a silently missing command.
-    """
-
-    def __init__(self, table: Dict[str, Optional[str]]) -> None:
-        self._table = dict(table)  # name -> module (None: added directly)
-        self._loaded: Dict[str, click.Command] = {}
-
-    def __getitem__(self, name: str) -> click.Command:
-        cmd = self._loaded.get(name)
-        if cmd is not None:
-            return cmd
-        modname = self._table[name]  # KeyError: no such command
-        if modname is None:
-            raise KeyError(name)
-        mod = importlib.import_module(modname)
-        for c in getattr(mod, "COMMANDS", ()):
-            if c.name:
-                self._loaded.setdefault(c.name, c)  # a command added directly wins
-        return self._loaded[name]
-
-    def __setitem__(self, name: str, cmd: click.Command) -> None:
-        self._loaded[name] = cmd
-        self._table.setdefault(name, None)
-
-    def __delitem__(self, name: str) -> None:
-        del self._table[name]
-        self._loaded.pop(name, None)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._table))
-
-    def __len__(self) -> int:
-        return len(self._table)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._table
+        return getattr(group, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
-class _DefaultGroup(click.Group):
-    """`cudafix` with no subcommand runs `cudafix status`; commands load on demand."""
+def run(argv: Optional[List[str]] = None) -> None:
+    """The `cudafix` console script: `status` / `check` without click where their arguments allow
+    (cudafix/cli/fast.py), everything else through the click group."""
+    import sys
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
-        super().__init__(*args, **kwargs)
-        self.commands = _LazyCommands(COMMAND_MODULES)
+    from cudafix.cli.fast import fast_main
 
-    def list_commands(self, ctx: click.Context) -> list:
-        return sorted(self.commands)  # static: no import
+    rc = fast_main(sys.argv[1:] if argv is None else argv)
+    if rc is not None:
+        sys.exit(rc)
+    import gc
 
-    def get_command(self, ctx: click.Context, cmd_name: str) -> Optional[click.Command]:
-        return self.commands.get(cmd_name)
+    gc.enable()  # off since `python -m cudafix` started (cudafix/__main__.py): only status / check run so
+    from cudafix.cli.group import main
 
-    def parse_args(self, ctx: click.Context, args: list) -> list:
-        if not args or (args[0].startswith("-") and args[0] not in ("--help", "-h", "--version")):
-            args = ["status"] + list(args)
-        return super().parse_args(ctx, args)
-
-
-@click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="cudafix")
-def main() -> None:
-    """cudafix: the CUDA stack under PyTorch, checked and corrected before torch loads."""
+    main(args=argv)

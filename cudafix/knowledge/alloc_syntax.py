@@ -23,6 +23,7 @@ import re
 from typing import Callable, Dict, List, Optional, Sequence
 
 from cudafix.model.record import record
+from cudafix.model.lazyre import lazy_re
 
 TORCH_URL = "https://github.com/pytorch/pytorch/blob/"
 SOURCES = (
@@ -50,6 +51,8 @@ class Item:
 
 @record(frozen=True)
 class Issue:
+    """What torch's parser would make of one item: refuse it, or cudafix cannot tell."""
+
     key: str
     kind: str  # REJECTED | BAD_VALUE | MALFORMED | UNCERTAIN
     reason: str
@@ -90,8 +93,8 @@ def split_items(value: str, parser: str) -> List[Item]:
 
 # -- values -----------------------------------------------------------------------------------
 
-_INT = re.compile(r"^\s*[+-]?\d+")  # what C's stoi/stoul accept as a prefix
-_FLOAT = re.compile(r"^\s*[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)")
+_INT = lazy_re(r"^\s*[+-]?\d+")  # what C's stoi/stoul accept as a prefix
+_FLOAT = lazy_re(r"^\s*[+-]?(\d+\.?\d*([eE][+-]?\d+)?|\.\d+([eE][+-]?\d+)?)")
 
 
 def _stoi(v: str) -> Optional[int]:

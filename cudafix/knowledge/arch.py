@@ -18,10 +18,11 @@ import re
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from cudafix.model.record import record
+from cudafix.model.lazyre import lazy_re
 
 SOURCE = "https://docs.nvidia.com/cuda/cuda-programming-guide/01-introduction/cuda-platform.html (binary and PTX compatibility); https://developer.nvidia.com/blog/nvidia-blackwell-and-nvidia-cuda-12-9-introduce-family-specific-architecture-features"
 
-_ARCH_RE = re.compile(r"^\s*(sm|compute|lto)_(\d{2,3})([af]?)\s*$", re.IGNORECASE)
+_ARCH_RE = lazy_re(r"^\s*(sm|compute|lto)_(\d{2,3})([af]?)\s*$", re.IGNORECASE)
 
 
 @record(frozen=True)

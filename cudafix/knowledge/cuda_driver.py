@@ -19,6 +19,7 @@ from cudafix.knowledge import (
     version_tuple,
 )
 from cudafix.model.record import record
+from cudafix.model.lazyre import lazy_re
 
 RN = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (Table 3)"
 RN_13_BRANCH = "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/index.html (13.4U1 edition, branch table)"
@@ -42,7 +43,7 @@ def driver_at_least(driver: str, minimum: str) -> bool:
     return compare_driver_versions(driver, minimum) >= 0
 
 
-_DRIVER_RE = re.compile(r"^\d{3,4}(\.\d{1,3}){0,2}$")
+_DRIVER_RE = lazy_re(r"^\d{3,4}(\.\d{1,3}){0,2}$")
 
 
 def is_driver_version(text: str) -> bool:
@@ -312,10 +313,10 @@ def cuda_at_least_for_driver(driver_version: str) -> Optional[int]:
 # "Forward Compatibility is applicable only for systems with: NVIDIA Data Center GPUs; Select NGC
 # Server Ready SKUs of RTX cards; Jetson boards." (FWD_COMPAT).  Names are matched conservatively:
 # a name in neither list is "unknown" to the rule, never "supported".
-FWD_COMPAT_DATACENTER = re.compile(
+FWD_COMPAT_DATACENTER = lazy_re(
     r"\b(Tesla|A100|A800|A30|A40|A10|A16|A2|H100|H200|H800|H20|GH200|B100|B200|GB200|B300|GB300|L4|L40S?|L20|T4|V100|P100|P40|P4)\b",
     re.I)
-FWD_COMPAT_CONSUMER = re.compile(r"\b(GeForce|TITAN)\b", re.I)
+FWD_COMPAT_CONSUMER = lazy_re(r"\b(GeForce|TITAN)\b", re.I)
 # Base driver branches of NVIDIA's forward-compatibility matrix (FWD_COMPAT, 13.4-era edition).
 FWD_COMPAT_BASE_BRANCHES = (535, 570, 580, 590, 595, 610, 615)
 DATACENTER = "data-center"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from typing import List
+from cudafix.model.lazyre import lazy_re
 
 # Words that never decide the chip (a 4080 laptop GPU is an AD104, the desktop one an AD103:
 # both Ada, 8.9; the generator checks every name of pci.ids against its chip).
@@ -20,7 +21,7 @@ _DROP = frozenset((
     "GENERATION", "EDITION", "PCIE", "NVL", "LHR", "LITE", "HASH", "RATE", "GRAPHICS",
     "SXM", "SXM2", "SXM3", "SXM4", "SXM5", "SXM6", "HBM2", "HBM2E", "HBM3", "HBM3E",
 ))
-_MEMORY = re.compile(r"^\d+(GB|G|GIB|MB)$")
+_MEMORY = lazy_re(r"^\d+(GB|G|GIB|MB)$")
 
 
 def tokens(name: str) -> List[str]:

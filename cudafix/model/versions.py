@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 from typing import Optional, Tuple
+from cudafix.model.lazyre import lazy_re
 
-_LEADING = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
+_LEADING = lazy_re(r"^\s*v?(\d+(?:\.\d+)*)")
 # A release with at most a local part ("12.1.105", "2.14.1+cu130"): packaging's own grammar for
 # those two pieces (packaging/version.py VERSION_PATTERN, ASCII digits), so its release tuple is
 # the dotted numbers as ints, read here without importing packaging (~5 ms on `cudafix status`).

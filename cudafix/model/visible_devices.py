@@ -18,18 +18,18 @@ Pure functions over the snapshot's GPU list: the GPU probe and the rules both us
 
 from __future__ import annotations
 
-import re
 from typing import List, Optional, Tuple
 
 from cudafix.model.record import record
 from cudafix.model.snapshot import GPU
+from cudafix.model.lazyre import lazy_re
 
 INDEX = "index"
 UUID = "uuid"
 MIG = "mig"
 INVALID = "invalid"
 
-_UUID_RE = re.compile(r"^GPU-[0-9a-fA-F-]+$")
+_UUID_RE = lazy_re(r"^GPU-[0-9a-fA-F-]+$")
 
 
 @record(frozen=True)

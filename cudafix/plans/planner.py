@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 from cudafix.knowledge import cuda_driver, version_tuple
 from cudafix.knowledge.cuda_packages import normalize
@@ -27,10 +27,10 @@ from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge.arch import parse_cc
 from cudafix.knowledge import torch_builds as tb
 from cudafix.model.findings import ERROR, WARNING, Finding, RuleRun
+from cudafix.model.record import asdict as record_asdict
 from cudafix.model.record import record
 from cudafix.model.snapshot import Snapshot
 from cudafix.plans import remedy, simulate
-from cudafix.plans.companions import AddonMove, addon_moves, addon_steps, all_companions, companion_variant, open_lines
 from cudafix.plans.commands import (  # noqa: F401  (step kinds re-exported: part of the plan API)
     DRIVER,
     INSTALL,
@@ -64,6 +64,11 @@ MINOR_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-com
 from cudafix.plans.others import POINTER, other_steps  # noqa: E402,F401  (POINTER: part of the plan API)
 from cudafix.model import cuda as cudaver
 
+# cudafix.plans.companions (with the add-on tables) is imported where a torch change is planned:
+# a plan without one, what `cudafix status` makes on a healthy env, never needs it.
+if TYPE_CHECKING:
+    from cudafix.plans.companions import AddonMove
+
 
 @record(frozen=True)
 class Change:
@@ -76,6 +81,8 @@ class Change:
 
 @record(frozen=True)
 class FixPlan:
+    """The one plan for an env (make_plan): what changes, the steps in order, what it answers."""
+
     python: str
     owner: str  # "pip" | "conda" | "" (no torch change)
     target: Optional[str] = None  # "torch 2.13.0+cu130"
@@ -104,7 +111,7 @@ class FixPlan:
         return tuple(s for s in self.steps if s.argv)
 
     def to_dict(self) -> Dict[str, Any]:
-        d = dataclasses.asdict(self)
+        d = record_asdict(self)  # dataclasses.asdict's dict, faster
         d["nothing_to_do"] = self.nothing_to_do
         return d
 
@@ -176,6 +183,8 @@ def _run(snap: Snapshot, rule_ids: Sequence[str]) -> List[RuleRun]:
 
 def _companions_for(snap: Snapshot, torch_v: str) -> Tuple[Dict[str, str], List[str]]:
     """({name: version built for torch_v}, [names cudafix knows no release of for torch_v])."""
+    from cudafix.plans.companions import all_companions
+
     want: Dict[str, str] = {}
     missing: List[str] = []
     for name, have in all_companions(snap):
@@ -225,7 +234,7 @@ def _clean(before: Sequence[RuleRun], after: Sequence[RuleRun]) -> List[str]:
     return bad + new
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class Choice:
     """The chosen target and everything that moves with it."""
 
@@ -239,6 +248,8 @@ class Choice:
 
 def _choose(snap: Snapshot, runs: Sequence[RuleRun]) -> Tuple[Optional[Choice], List[str]]:
     """(choice or None, skipped candidates with why) — best first."""
+    from cudafix.plans.companions import addon_moves, all_companions
+
     t = snap.primary_torch
     dcuda, dver = _driver(snap)
     ccs = _ccs(snap)
@@ -329,6 +340,8 @@ def _mode_why(c: remedy.Candidate, snap: Snapshot) -> str:
 
 def _companion_changes(snap: Snapshot, ch: Choice, owner: str, torch_changes: bool):
     """(changes, keeps, comps still to install): a companion already built for the target stays."""
+    from cudafix.plans.companions import all_companions, companion_variant
+
     c = ch.cand
     changes: List[Change] = []
     keeps: List[str] = []
@@ -348,6 +361,8 @@ def _companion_changes(snap: Snapshot, ch: Choice, owner: str, torch_changes: bo
 
 def _torch_part(snap: Snapshot, ch: Choice) -> Dict[str, Any]:
     """The plan's fields for the chosen torch target."""
+    from cudafix.plans.companions import addon_steps, all_companions, open_lines
+
     t = snap.primary_torch
     c = ch.cand
     owner = owner_of(snap)

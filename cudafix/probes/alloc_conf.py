@@ -25,12 +25,12 @@ Results are cached per library by (realpath, size, mtime_ns) and per name.
 from __future__ import annotations
 
 import os
-import re
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from cudafix.model.snapshot import AllocConfKeys
 from cudafix.probes.elf import ElfError, open_regular, read_elf
 from cudafix.store import cachefile
+from cudafix.model.lazyre import lazy_re
 
 LIBS = ("libc10_cuda.so", "libc10.so")  # where the parsers live (c10/cuda, c10/core)
 ANCHOR_TOKENIZER = b"Unrecognized key '"  # 2.9+: "Unrecognized key 'x' in CUDA allocator config."
@@ -43,8 +43,8 @@ PRESENT = ("literal",)
 MAYBE = ("tail", "pieces")
 WINDOW = 8
 MAX_SECTION = 64 << 20  # libc10*.so sections are < 2 MB; far more is not a c10 library
-NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
-_IDENT = re.compile(rb"^[A-Za-z0-9_]+$")
+NAME_RE = lazy_re(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_IDENT = lazy_re(rb"^[A-Za-z0-9_]+$")
 
 CACHE_FILE = "alloc-conf-cache.json"
 CACHE_VERSION = 1

@@ -17,12 +17,13 @@ from typing import List, Mapping, Optional, Tuple
 from cudafix.probes.host import join_root, read_text
 from cudafix.probes.fwdnote import read_fwd_note
 from cudafix.model.snapshot import DriverInfo
+from cudafix.model.lazyre import lazy_re
 
 _VERSION = r"\d+\.\d+(?:\.\d+)*"
-_VERSION_RE = re.compile(r"^%s$" % _VERSION)
+_VERSION_RE = lazy_re(r"^%s$" % _VERSION)
 # "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.173.02  Tue Jun 23 08:38:17 UTC 2026"
 # "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (...)"
-_NVRM_RE = re.compile(r"^NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(%s)(?:\s|$)" % _VERSION, re.M)
+_NVRM_RE = lazy_re(r"^NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(%s)(?:\s|$)" % _VERSION, re.M)
 
 WSL_LIBCUDA = "/usr/lib/wsl/lib/libcuda.so.1"
 
@@ -181,6 +182,35 @@ def query_driver_cuda_version(libcuda_path: str) -> Tuple[Optional[int], Optiona
     return value.value, None
 
 
+DRIVER_API_CACHE = "driver-api-cache.json"
+DRIVER_API_CACHE_VERSION = 1
+
+
+def cached_driver_cuda_version(libcuda_path: str, cache_dir: Optional[str]) -> Tuple[Optional[int], Optional[str]]:
+    """:func:`query_driver_cuda_version`, its answer kept per libcuda file in ``cache_dir``.
+
+    The version is compiled into the library: the same file (realpath, size, mtime, ctime) gives
+    the same answer, and loading libcuda (tens of MB) is the costly part of asking it.  Only an
+    answer is kept (a failure is asked again), and not for a file changed within the racy window.
+    """
+    import time
+
+    from cudafix.store import cachefile
+
+    started = time.time_ns()
+    real = os.path.realpath(libcuda_path)
+    sig = cachefile.stat_sig(real) if cache_dir else None
+    entries = cachefile.load(cache_dir, DRIVER_API_CACHE, DRIVER_API_CACHE_VERSION) if sig is not None else {}
+    ent = entries.get(real)
+    if isinstance(ent, dict) and ent.get("sig") == sig and isinstance(ent.get("cuda_version"), int):
+        return ent["cuda_version"], None
+    cv, why = query_driver_cuda_version(libcuda_path)
+    if cv is not None and sig is not None and cache_dir and not cachefile.racy([sig], started):
+        entries[real] = {"sig": sig, "cuda_version": cv}
+        cachefile.store(cache_dir, DRIVER_API_CACHE, DRIVER_API_CACHE_VERSION, entries)
+    return cv, why
+
+
 def _find_compat(env: Mapping[str, str], root: str = "/", keep: Tuple[str, ...] = ()) -> Tuple[List[str], Optional[str]]:
     try:
         from cudafix.probes.libraries import find_compat_libcuda  # type: ignore
@@ -193,8 +223,10 @@ def _find_compat(env: Mapping[str, str], root: str = "/", keep: Tuple[str, ...] 
 
 
 def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_driver_api: bool = True,
-                 keep: Tuple[str, ...] = ()) -> DriverInfo:
-    """``keep``: the inspected env's own directories, read where they are under a probe root
+                 keep: Tuple[str, ...] = (), cache_dir: Optional[str] = None) -> DriverInfo:
+    """The driver: kernel module, libcuda (and its CUDA version: cuDriverGetVersion, without cuInit,
+    cached per libcuda file in ``cache_dir``), NVML library, forward-compat copies.  ``keep``: the
+    inspected env's own directories, read where they are under a probe root
     (cudafix.probes.host.machine_path)."""
     env = os.environ if env is None else env
     info = DriverInfo()
@@ -232,7 +264,7 @@ def probe_driver(env: Optional[Mapping[str, str]] = None, root: str = "/", call_
         else:
             info.unknown["libcuda_fwd_note"] = why or "unknown"
         if call_driver_api:
-            cv, why = query_driver_cuda_version(path)
+            cv, why = cached_driver_cuda_version(path, cache_dir)
             if cv is not None:
                 info.cuda_version = cv
                 info.found_via["cuda_version"] = "cuDriverGetVersion (no cuInit) in %s" % real

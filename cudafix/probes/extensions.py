@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -38,9 +37,10 @@ from cudafix.probes.dirwalk import DirCache, WalkLimit, walk
 from cudafix.probes.elf import read_elf
 from cudafix.probes.cudart_static import static_cudart_version
 from cudafix.probes.fatbin import scan_fatbin_uncached
-from cudafix.probes.host import machine_path, open_regular
+from cudafix.probes.host import machine_path, open_regular, which
 from cudafix.store import cachefile, safefs
 from cudafix.model import cuda as cudaver
+from cudafix.model.lazyre import lazy_re
 
 CACHE_FILE = "extensions-cache.json"
 CACHE_VERSION = 2  # 2: the static runtime's version (cudart_version)
@@ -56,11 +56,11 @@ VENDOR_PREFIXES = ("libcublas", "libcudnn", "libcufft", "libcusparse", "libcusol
                    "libnvjpeg", "libnpp", "libcudart", "libnvrtc", "libnvJitLink", "libcupti", "libnvToolsExt",
                    "libcufile", "libnvshmem", "libnvperf", "libcuda", "libnvidia", "libtorch", "libc10",
                    "libcaffe2", "libshm", "libnvblas", "libnvvm", "libcusparseLt", "libnvfatbin", "libnvptxcompiler")
-TORCH_LIB_RE = re.compile(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
+TORCH_LIB_RE = lazy_re(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
 # Symbols torch's libraries export: C++ names in torch's namespaces (nested names, their vtables /
 # typeinfo), and the C shim of the stable ABI (torchvision >= 0.23 `_C_stable.so`).
-TORCH_SYM_RE = re.compile(r"^(_Z(T[VIS])?N[KVrRO]*(3c10|2at|5torch|6caffe2|4c10d)|aoti_torch_|torch_)")
-SO_RE = re.compile(r"\.so($|\.)")
+TORCH_SYM_RE = lazy_re(r"^(_Z(T[VIS])?N[KVrRO]*(3c10|2at|5torch|6caffe2|4c10d)|aoti_torch_|torch_)")
+SO_RE = lazy_re(r"\.so($|\.)")
 
 
 def is_shared_object_name(name: str) -> bool:
@@ -267,7 +267,7 @@ def demangle(name: str) -> Optional[str]:
     # only PATH's absolute directories: an empty or relative entry ("", ".") would run a c++filt
     # planted in the current directory, and a name is no reason to run another user's program
     search = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(d))
-    tool = shutil.which("c++filt", path=search)
+    tool = which("c++filt", search)
     if tool is None or safefs.safe_to_load(tool) is not None:
         return None
     import subprocess  # here, not at import: a warm scan demangles nothing (~8 ms)

@@ -22,13 +22,13 @@ by (realpath, size, mtime_ns) in a small JSON file.
 from __future__ import annotations
 
 import os
-import re
 import struct
 from typing import Dict, Optional, Tuple
 
 from cudafix.store import cachefile
 from cudafix.probes.elf import ElfError, open_regular, read_elf
 from cudafix.model.snapshot import ArchCoverage
+from cudafix.model.lazyre import lazy_re
 
 FATBIN_MAGIC = 0xBA55ED50
 KIND_PTX = 1
@@ -46,7 +46,7 @@ CACHE_FILE = "fatbin-cache.json"
 CACHE_VERSION = 1
 CACHE_MAX_ENTRIES = 64
 
-_ARCH_RE = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
+_ARCH_RE = lazy_re(r"^(sm|compute)_(\d+)([af]?)$")
 
 
 class FatbinError(Exception):

@@ -77,6 +77,47 @@ def nvidia_driver_present(root: str = "/") -> Optional[str]:
     return None
 
 
+PYCACHE = "pycache"  # under the per-user cache dir (cudafix.store.paths.user_cache_dir)
+
+
+def import_pynvml(env: Optional[Dict[str, str]] = None):  # type: ignore[no-untyped-def]
+    """``import pynvml``; where the env keeps no bytecode of it and Python writes none
+    (PYTHONDONTWRITEBYTECODE, as in the H200 image: 60-90 ms of compiling on every `status`), its
+    bytecode goes to and comes from cudafix's private per-user cache (``sys.pycache_prefix``
+    there, for this one import).  Python itself checks that bytecode against the source's mtime
+    and size; a cache directory another user could write (cudafix.store.safefs) is not used."""
+    import sys
+
+    if "pynvml" in sys.modules or not sys.dont_write_bytecode or sys.pycache_prefix:
+        import pynvml  # type: ignore
+
+        return pynvml
+    from importlib.machinery import PathFinder
+    from importlib.util import cache_from_source
+
+    spec = PathFinder.find_spec("pynvml")
+    origin = getattr(spec, "origin", None) or ""
+    prefix = None
+    if origin.endswith(".py") and os.path.isabs(origin) and not os.path.exists(cache_from_source(origin)):
+        from cudafix.store import paths, safefs
+
+        d = os.path.join(paths.user_cache_dir(env), PYCACHE)
+        fd = safefs.open_dir(d, create=True)
+        if fd is not None:
+            os.close(fd)
+            prefix = d
+    if prefix is None:
+        import pynvml  # type: ignore
+
+        return pynvml
+    sys.dont_write_bytecode, sys.pycache_prefix = False, prefix
+    try:
+        import pynvml  # type: ignore
+    finally:
+        sys.dont_write_bytecode, sys.pycache_prefix = True, None
+    return pynvml
+
+
 def read_nvml_gpus() -> Tuple[Optional[List[GPU]], Optional[str]]:
     """GPUs via NVML (pynvml, optional), or (None, reason).  Always shuts NVML down.
 
@@ -87,7 +128,7 @@ def read_nvml_gpus() -> Tuple[Optional[List[GPU]], Optional[str]]:
     if nvidia_driver_present() is None:
         return None, "no NVIDIA driver loaded (none of %s exists): NVML not queried" % ", ".join(DRIVER_MARKERS)
     try:
-        import pynvml  # type: ignore
+        pynvml = import_pynvml()
     except Exception as exc:
         return None, "pynvml (nvidia-ml-py) not importable: %s" % exc
     try:

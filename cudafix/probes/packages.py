@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+import time
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from cudafix.knowledge import cuda_packages
 from cudafix.model.record import record
 from cudafix.model.snapshot import CondaPackage
 from cudafix.probes.host import describe_oserror, read_text
+from cudafix.store import cachefile
 
 MAX_SYS_PATH = 256
 MAX_DIR_ENTRIES = 100000
@@ -71,21 +73,41 @@ def path_locations(sys_path: List[str]) -> Iterator[str]:
             yield loc
 
 
+# directory -> (its stat signature, its metadata directory names): one `status` lists sys.path for
+# the torch, torchvision, pinned-package and NVIDIA-wheel probes; a directory whose entries changed
+# has another signature (cudafix/probes/dirwalk.py says why), one changed too recently is not kept.
+_NAMES_MEMO: Dict[str, Tuple[Any, List[str]]] = {}
+
+
+def _dist_names(loc: str) -> Optional[List[str]]:
+    sig = cachefile.stat_sig(loc)
+    hit = _NAMES_MEMO.get(loc)
+    if hit is not None and sig is not None and hit[0] == sig:
+        return hit[1]
+    try:
+        it = os.scandir(loc)
+    except OSError:
+        return None
+    names = []
+    with it:
+        for i, de in enumerate(it):
+            if i >= MAX_DIR_ENTRIES:
+                break
+            if de.name.endswith((".dist-info", ".egg-info")):
+                names.append(de.name)
+    names.sort()
+    if sig is not None and not cachefile.racy([sig], time.time_ns()):
+        _NAMES_MEMO[loc] = (sig, names)
+    return names
+
+
 def iter_dist_dirs(sys_path: List[str]) -> Iterator[DistDir]:
     """Every *.dist-info / *.egg-info on sys_path, in sys.path order (cheap: names only)."""
     for loc in path_locations(sys_path):
-        try:
-            it = os.scandir(loc)
-        except OSError:
+        names = _dist_names(loc)
+        if names is None:
             continue
-        names = []
-        with it:
-            for i, de in enumerate(it):
-                if i >= MAX_DIR_ENTRIES:
-                    break
-                if de.name.endswith((".dist-info", ".egg-info")):
-                    names.append(de.name)
-        for n in sorted(names):
+        for n in names:
             parsed = parse_dist_dirname(n)
             if parsed:
                 yield DistDir(parsed[0], parsed[1], os.path.join(loc, n), loc)

@@ -15,25 +15,25 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from cudafix.knowledge import cuda_packages
 from cudafix.probes import packages
-from cudafix.probes.host import describe_oserror, read_text
+from cudafix.probes.host import describe_oserror, read_text, which
 from cudafix.probes.packages import _json_object
 from cudafix.model.snapshot import CondaPackage, PythonDist, Toolkit, ToolkitInfo
 from cudafix.model import cuda as cudaver
+from cudafix.model.lazyre import lazy_re
 
 NVCC_TIMEOUT_S = 10.0
 MAX_USR_LOCAL_ENTRIES = 256
 
 
-_CUDA_H_RE = re.compile(r"^\s*#\s*define\s+CUDA_VERSION\s+(\d+)\s*$", re.M)
-_VERSION_TXT_RE = re.compile(r"CUDA Version\s+(\d+\.\d+(?:\.\d+)*)")
-_NVCC_RE = re.compile(r"release\s+(\d+\.\d+),\s*V(\d+\.\d+(?:\.\d+)*)")
-_VERSION_RE = re.compile(r"^\d+\.\d+(?:\.\d+)*$")
+_CUDA_H_RE = lazy_re(r"^\s*#\s*define\s+CUDA_VERSION\s+(\d+)\s*$", re.M)
+_VERSION_TXT_RE = lazy_re(r"CUDA Version\s+(\d+\.\d+(?:\.\d+)*)")
+_NVCC_RE = lazy_re(r"release\s+(\d+\.\d+),\s*V(\d+\.\d+(?:\.\d+)*)")
+_VERSION_RE = lazy_re(r"^\d+\.\d+(?:\.\d+)*$")
 
 
 # -- pure parsers -------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def _stat_reason(path: str) -> Optional[str]:
 NVCC_CACHE_FILE = "nvcc-cache.json"
 NVCC_CACHE_VERSION = 1
 NVCC_CACHE_MAX_ENTRIES = 16
-_SCRIPT_PATH_RE = re.compile(rb"(?<![\w$~.})-])/[\w.+@%=,/-]+")
+_SCRIPT_PATH_RE = lazy_re(rb"(?<![\w$~.})-])/[\w.+@%=,/-]+")
 
 
 def _nvcc_deps(nvcc: str) -> Tuple[Optional[list], bool]:
@@ -213,7 +213,7 @@ def read_toolkit(path: str, run_nvcc: bool = True, conda_nvcc: Optional[CondaPac
     return tk
 
 
-_EXEC_NVCC_RE = re.compile(rb'^[ \t]*exec[ \t]+"?(/[^"\s]*/bin/nvcc)"?(?:[ \t]|$)', re.M)
+_EXEC_NVCC_RE = lazy_re(rb'^[ \t]*exec[ \t]+"?(/[^"\s]*/bin/nvcc)"?(?:[ \t]|$)', re.M)
 
 
 def wrapped_nvcc(nvcc: str) -> Optional[str]:
@@ -244,7 +244,7 @@ def find_cuda_home(env: Mapping[str, str], usr_local: str = "/usr/local") -> Tup
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if env.get(var):  # `os.environ.get('CUDA_HOME') or ...`: an empty value falls through
             return env[var], var
-    nvcc = shutil.which("nvcc", path=env.get("PATH", ""))
+    nvcc = which("nvcc", env.get("PATH", ""))
     if nvcc:
         return os.path.dirname(os.path.dirname(nvcc)), "PATH nvcc"
     default = os.path.join(usr_local, "cuda")
@@ -322,7 +322,7 @@ def probe_toolkits(env: Optional[Mapping[str, str]] = None, prefix: Optional[str
             info.unknown[var] = "%s=%s: %s" % (var, val, why)
             continue
         candidates.append((val, var))
-    nvcc = shutil.which("nvcc", path=env.get("PATH", ""))
+    nvcc = which("nvcc", env.get("PATH", ""))
     if nvcc:
         target = wrapped_nvcc(nvcc)
         root = os.path.dirname(os.path.dirname(os.path.realpath(target or nvcc)))

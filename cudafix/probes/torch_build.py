@@ -29,6 +29,7 @@ from cudafix.probes.packages import (
 from cudafix.model import versions
 from cudafix.model.snapshot import AllocConfKeys, ArchCoverage, CondaPackage, PythonDist, TorchBuild, TorchvisionBuild
 from cudafix.model import cuda as cudaver
+from cudafix.model.lazyre import lazy_re
 
 # CUDA libraries that carry torch's device code, newest layout first.  torch < 1.13 split
 # libtorch_cuda into libtorch_cuda_cu / libtorch_cuda_cpp for a while; linalg is separate since 1.12.
@@ -311,7 +312,7 @@ def probe_torchvision(sys_path: List[str], prefix: Optional[str] = None,
 
 # Companions read for a torch pin (cheap: only names that can be torch add-ons are opened).
 _PINNED_SKIP = frozenset(("torch", "pytorch", "torchvision", "torchgen"))
-_PIN_RE = re.compile(r"^\s*(torch|pytorch)\s*\(?\s*==\s*([0-9][0-9A-Za-z.+]*)")
+_PIN_RE = lazy_re(r"^\s*(torch|pytorch)\s*\(?\s*==\s*([0-9][0-9A-Za-z.+]*)")
 
 
 def torch_pin(requires: List[str]) -> Optional[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any, Dict, Iterable, List, Sequence, Tuple, Optional
 
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING, Finding, Rule, RuleRun
@@ -126,6 +125,8 @@ def render_rule_list(rules: Sequence[Rule], color: bool = False) -> str:
 
 
 def paragraphs(text: str, indent: str = "  ", width: int = 80) -> List[str]:
+    import textwrap  # here, as in render.text.wrap_list: only the text reports wrap
+
     lines: List[str] = []
     for para in textwrap.dedent(text).strip().split("\n\n"):
         body = " ".join(para.split())

@@ -14,13 +14,10 @@ from cudafix.model.snapshot import Snapshot
 from cudafix.render.findings import (  # noqa: F401 (the report's public names, one import for callers)
     counts, findings_section, fix_lines, render_explain, render_rule_list, sorted_findings, summary_line, unknowns,
 )
-from cudafix.render.machine import (
-    assumed_value, driver_section, environment_section, gpus_section, header_section, libraries_section, no_torch_line,
-    toolkits_section, torch_section,
-)
 from cudafix.render.text import DASH, WIDTH, Out, fit_text  # noqa: F401
-from cudafix.render import extensions as _extensions
-from cudafix.render.plan import plan_lines
+
+# The text sections (render.machine, render.extensions, render.plan) are imported by the functions
+# that write them: `status --json` writes none (issue 23).
 
 STATUS_SCHEMA = "cudafix.status/1"
 
@@ -29,6 +26,11 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
                   verbose: bool = False, plan=None, plan_error: Optional[str] = None, width: Optional[int] = None) -> str:
     """The whole stack on one screen: Driver, GPUs, PyTorch, Toolkits, Libraries, Environment, Findings.
     ``width``: wrap to that many columns (the CLI: 80; render.text.fit_lines); None: one line per fact."""
+    from cudafix.render import extensions as _extensions
+    from cudafix.render.machine import (
+        driver_section, environment_section, gpus_section, header_section, libraries_section, toolkits_section, torch_section,
+    )
+
     out = Out(color)
     header_section(out, snap, origin)
     driver_section(out, snap)
@@ -47,6 +49,8 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
 def plan_section(out: Out, plan, error: Optional[str]) -> None:
     """The one plan for every finding (cudafix.plans.planner, made by the caller): `cudafix fix`
     prints and applies it."""
+    from cudafix.render.plan import plan_lines
+
     out.section("Plan (cudafix fix)")
     out.lines.extend(plan_lines(plan) if plan is not None else ["  unknown \u2014 no plan: %s" % error])
 
@@ -56,6 +60,8 @@ def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Sn
     """Only the findings (and what could not be decided): the `cudafix check` output; with
     ``plan``, the plan's steps follow, the same answer as `cudafix status` and `cudafix fix`.  With
     ``strict``, a run that fails only by --strict ends naming each warning and unknown that failed it."""
+    from cudafix.render.machine import assumed_value, no_torch_line
+
     out = Out(color)
     if snap is not None and snap.assumed:
         parts = ["%s=%s" % (k, assumed_value(v)) for k, v in sorted(snap.assumed.items())]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import shlex
-import textwrap
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING
+from cudafix.model.lazyre import lazy_re
 
 
 DASH = "\u2014"  # em dash; the CLI swaps it for "-" where stdout cannot encode it
@@ -63,7 +63,7 @@ class Out:
 
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_OWN_CODES = re.compile("(%s)" % "|".join(re.escape(c) for c in sorted(set(COLOURS.values()) | {RESET}, key=len, reverse=True)))
+_OWN_CODES = lazy_re("(%s)" % "|".join(re.escape(c) for c in sorted(set(COLOURS.values()) | {RESET}, key=len, reverse=True)))
 
 
 def _escaped(c: str) -> str:
@@ -150,6 +150,8 @@ def mib_text(n: Optional[int]) -> str:
 
 
 def wrap_list(prefix: str, items: Sequence[str], width: int = 100) -> List[str]:
+    import textwrap  # here: `status --json` wraps nothing (textwrap and its patterns: ~1 ms)
+
     return textwrap.wrap(
         ", ".join(items), width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
         break_on_hyphens=False, break_long_words=False,
@@ -163,9 +165,9 @@ def plural(n: int, word: str) -> str:
 # -- fitting the report to a terminal -----------------------------------------------------------
 
 WIDTH = 80
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_TAG = re.compile(r"(error|warning|info|unknown)\s+")  # a finding's severity column
-_COLUMN = re.compile(r"\S+(?: \S+)?( {2,})")  # "label   value": the value column
+_ANSI = lazy_re(r"\x1b\[[0-9;]*m")
+_TAG = lazy_re(r"(error|warning|info|unknown)\s+")  # a finding's severity column
+_COLUMN = lazy_re(r"\S+(?: \S+)?( {2,})")  # "label   value": the value column
 
 
 def visible_len(text: str) -> int:
@@ -182,7 +184,7 @@ def _hang(line: str) -> int:
 
 
 # a shell command line: "$ cmd", a plan step "3. $ cmd", fix --apply's "[2/3] $ cmd"
-_COMMAND_LINE = re.compile(r"^\s*(?:\d+\.\s+|\[\d+/\d+\]\s+)?\$ ")
+_COMMAND_LINE = lazy_re(r"^\s*(?:\d+\.\s+|\[\d+/\d+\]\s+)?\$ ")
 
 
 def fit_lines(lines: Iterable[str], width: int = WIDTH, hang: Optional[int] = None) -> List[str]:

@@ -1,0 +1,274 @@
+"""What the report area's commands do, without click: `status` and `check` run from here both
+through their click commands (cudafix/cli/report.py) and through the click-free fast path
+(cudafix/cli/fast.py), so the two cannot differ.
+
+Bad input (an unreadable or corrupt --from file, an unknown rule id, a bad --assume value, a
+--python that is not an interpreter) is one line on stderr and exit status 2, before anything
+is probed or written.  So is any failure of cudafix itself: `cudafix check` must never exit 1
+("errors found") because cudafix crashed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
+
+from cudafix.model.findings import ERROR, WARNING, RuleRun
+from cudafix.model.snapshot import Snapshot, SnapshotError
+
+EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "examples")
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+class BadInput(Exception):
+    """One line for the user; exit status 2."""
+
+
+# -- output helpers ----------------------------------------------------------------------
+
+
+def use_color(stream: Any = None, env: Optional[Dict[str, str]] = None) -> bool:
+    """Colour only on a terminal, never with NO_COLOR set (https://no-color.org) or TERM=dumb."""
+    stream = sys.stdout if stream is None else stream
+    env = os.environ if env is None else env
+    if env.get("NO_COLOR", "") != "" or env.get("TERM") == "dumb":
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _encodable(text: str, stream: Any) -> str:
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(enc)
+        return text
+    except (UnicodeEncodeError, LookupError):
+        from cudafix.render.text import DASH
+
+        text = text.replace(DASH, "-")
+        try:
+            return text.encode(enc, "backslashreplace").decode(enc)
+        except LookupError:
+            return text.encode("ascii", "backslashreplace").decode("ascii")
+
+
+def emit(text: str, err: bool = False) -> None:
+    stream = sys.stderr if err else sys.stdout
+    try:
+        stream.write(_encodable(text, stream))
+        stream.flush()
+    except BrokenPipeError:
+        # `cudafix status | head`: the reader left; say nothing more, and keep Python's
+        # shutdown flush from printing a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        sys.exit(EXIT_OK if not err else EXIT_USAGE)
+
+
+def fail(message: str) -> NoReturn:
+    emit("cudafix: error: %s\n" % message.replace("\n", " ").strip(), err=True)
+    sys.exit(EXIT_USAGE)
+
+
+def guarded(func: Callable[..., Any], passthrough: Tuple[type, ...] = ()) -> Callable[..., Any]:
+    """Bad input and crashes of cudafix itself: one line on stderr, exit 2.  ``passthrough``: more
+    exceptions to let through (the click commands': click's own Exit, ClickException, Abort)."""
+    let_through = (SystemExit, KeyboardInterrupt) + tuple(passthrough)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except BadInput as exc:
+            fail(str(exc))
+        except let_through:
+            raise
+        except Exception as exc:  # cudafix itself could not run
+            from cudafix.knowledge import knobs
+
+            if knobs.flag(os.environ, "CUDAFIX_DEBUG"):
+                import traceback
+
+                traceback.print_exc()
+            fail("cudafix failed: %s: %s (CUDAFIX_DEBUG=1 shows where)" % (type(exc).__name__, exc))
+
+    return wrapper
+
+
+# -- options shared by the analysing commands ------------------------------------------
+
+
+def _split(values: Sequence[str]) -> List[str]:
+    out: List[str] = []
+    for v in values or ():
+        out.extend(p.strip() for p in v.split(",") if p.strip())
+    return out
+
+
+def example_names() -> List[str]:
+    try:
+        names = os.listdir(EXAMPLES_DIR)
+    except OSError:
+        return []
+    return sorted(n[: -len(".json")] for n in names if n.endswith(".json"))
+
+
+def select_rules(only: Sequence[str], skip: Sequence[str]) -> Tuple[Any, ...]:
+    from cudafix import rules
+
+    try:
+        return rules.select(_split(only), _split(skip))
+    except rules.UnknownRuleError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _assume_values(driver: Optional[str], gpus: Sequence[str]) -> Tuple[Optional[str], List[str]]:
+    """Options win over $CUDAFIX_ASSUME_DRIVER / $CUDAFIX_ASSUME_GPU."""
+    env_driver: Optional[str] = None
+    env_gpus: List[str] = []
+    if not driver or not gpus:
+        if os.environ.get("CUDAFIX_ASSUME_DRIVER") or os.environ.get("CUDAFIX_ASSUME_GPU"):
+            from cudafix.probes import assume
+
+            try:
+                got = assume.from_env(os.environ)
+            except assume.AssumeError as exc:
+                raise BadInput(str(exc)) from None
+            env_driver, env_gpus = got[0], list(got[1] or [])
+    return (driver or env_driver), (list(gpus) or env_gpus)
+
+
+def _validate_assume(driver: Optional[str], gpus: Optional[Sequence[str]], given_as: str) -> None:
+    """Reject a bad --assume-* value (or $CUDAFIX_ASSUME_*) before anything is probed."""
+    if not driver and not gpus:
+        return
+    from cudafix.probes import assume
+
+    try:
+        if driver:
+            assume.parse_driver(driver)
+        if gpus:
+            assume.parse_gpus(list(gpus))
+    except assume.AssumeError as exc:
+        msg = str(exc)
+        for opt in ("--assume-driver", "--assume-gpu"):
+            if msg.startswith(opt) and not given_as.startswith("--"):
+                msg = given_as + msg[len(opt):]
+        raise BadInput(msg) from None
+
+
+def _apply_assume(snap: Snapshot, driver: Optional[str], gpus: Sequence[str]) -> Snapshot:
+    if not driver and not gpus:
+        return snap
+    from cudafix.probes import assume
+
+    try:
+        return assume.apply(snap, driver, list(gpus))
+    except assume.AssumeError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _check_python(path: str) -> str:
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise BadInput("--python %s: not an executable file" % path)
+    return path
+
+
+def load_snapshot(from_file: Optional[str], example: Optional[str], python: Optional[str]) -> Tuple[Snapshot, str]:
+    """The snapshot to analyse and a few words on where it came from."""
+    given = [n for n, v in (("--from", from_file), ("--example", example), ("--python", python)) if v]
+    if len(given) > 1:
+        raise BadInput("%s cannot be combined" % " and ".join(given))
+    if from_file:
+        try:
+            if from_file == "-":
+                snap = Snapshot.from_json(sys.stdin.read())
+            else:
+                snap = Snapshot.load(from_file)
+        except SnapshotError as exc:
+            raise BadInput("--from %s: %s" % (from_file, exc)) from None
+        except Exception as exc:  # anything else a hostile file can provoke
+            raise BadInput("--from %s: not a usable snapshot: %s: %s" % (from_file, type(exc).__name__, exc)) from None
+        return snap, "from %s" % from_file
+    if example:
+        names = example_names()
+        if example not in names:
+            raise BadInput("unknown example %r (bundled: %s)" % (example, ", ".join(names) or "none"))
+        path = os.path.join(EXAMPLES_DIR, example + ".json")
+        try:
+            return Snapshot.load(path), "bundled example %s" % example
+        except SnapshotError as exc:
+            raise BadInput("example %s: %s" % (example, exc)) from None
+    from cudafix.store import paths
+    from cudafix.probes import take_snapshot
+
+    # The per-env cache the activation hook uses too (fatbin scans keyed by path, size, mtime).
+    if python:
+        prefix = os.path.dirname(os.path.dirname(os.path.abspath(_check_python(python))))
+        return take_snapshot(python=python, cache_dir=paths.env_cache_dir(prefix)), "probed for %s" % python
+    return take_snapshot(cache_dir=paths.env_cache_dir(sys.prefix)), "probed on this machine"
+
+
+def analyse(opts: Dict[str, Any], run_rules: bool = True) -> Tuple[Snapshot, str, List[RuleRun]]:
+    """Validate every input first (nothing is probed on bad input), then probe and run rules."""
+    if opts.get("example") == "list":
+        emit("\n".join(example_names() or ["(no bundled examples)"]) + "\n")
+        sys.exit(EXIT_OK)
+    selected = select_rules(opts.get("only", ()), opts.get("skip", ())) if run_rules else ()
+    driver, gpus = _assume_values(opts.get("assume_driver"), opts.get("assume_gpu", ()))
+    _validate_assume(driver, None, opts.get("assume_driver") and "--assume-driver" or "$CUDAFIX_ASSUME_DRIVER")
+    _validate_assume(None, gpus, opts.get("assume_gpu") and "--assume-gpu" or "$CUDAFIX_ASSUME_GPU")
+    if opts.get("python"):
+        _check_python(opts["python"])
+    snap, origin = load_snapshot(opts.get("from_file"), opts.get("example"), opts.get("python"))
+    snap = _apply_assume(snap, driver, gpus)
+    if not run_rules:
+        return snap, origin, []
+    from cudafix import rules
+
+    return snap, origin, rules.run(snap, selected)
+
+
+def _json(doc: Dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+# -- what `status` and `check` do, with their options parsed (by click or by cudafix/cli/fast.py) --
+
+
+def run_status(as_json: bool, verbose: bool, opts: Dict[str, Any]) -> None:
+    from cudafix.plans.planner import plan_or_error
+    from cudafix.render import report
+
+    snap, origin, runs = analyse(opts)
+    plan, plan_error = plan_or_error(snap, runs)
+    if as_json:
+        emit(_json(report.status_document(snap, runs, plan=plan)))
+    else:
+        emit(report.render_status(snap, runs, origin=origin, color=use_color(), verbose=verbose, plan=plan, plan_error=plan_error,
+                                  width=report.WIDTH))
+
+
+def run_check(strict: bool, as_json: bool, opts: Dict[str, Any]) -> NoReturn:
+    from cudafix.render import report
+
+    snap, _origin, runs = analyse(opts)
+    c = report.counts(report.sorted_findings(runs))
+    undecided = bool(report.unknowns(runs))  # --strict: what could not be checked is not a pass
+    code = EXIT_FINDINGS if c[ERROR] or (strict and (c[WARNING] or undecided)) else EXIT_OK
+    from cudafix.plans.planner import plan_or_error
+
+    plan = plan_or_error(snap, runs)[0]
+    if as_json:
+        emit(_json(report.status_document(snap, runs, plan=plan)))
+    else:
+        emit(report.render_check(runs, color=use_color(), snap=snap, plan=plan, strict=strict, width=report.WIDTH))
+    sys.exit(code)
