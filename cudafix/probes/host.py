@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 from typing import Dict, Optional, Sequence, Tuple
 
 # Files the probes read as text are small (version files, /proc entries, metadata).  Anything
@@ -117,10 +116,10 @@ def glibc_version() -> Optional[str]:
 def probe_host() -> Dict[str, str]:
     """os, kernel (release), glibc, machine; keys whose value is unknown are left out."""
     info = {}  # type: Dict[str, str]
-    if sys.platform.startswith("linux"):
-        uname = os.uname()  # what platform.uname() reads there, without importing platform (~1.4 ms)
+    if hasattr(os, "uname"):  # POSIX: what platform.uname() reads there, without importing platform (~1.4 ms)
+        uname = os.uname()
         system = uname.sysname
-    else:
+    else:  # Windows has no os.uname
         import platform
 
         uname = platform.uname()
