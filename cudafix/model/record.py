@@ -70,7 +70,9 @@ def _fields_fast(cls: type) -> bool:
     (a mutable default, a field without annotation, parameters of an unknown shape)."""
     own = cls.__dict__
     ann = own.get("__annotations__", {})
-    if not _PARAM_SLOTS or any(isinstance(v, dataclasses.Field) and k not in ann for k, v in own.items()):
+    # no annotations in the class dict (none at all, or an interpreter that computes them lazily,
+    # PEP 649/749 without `from __future__ import annotations`): dataclasses' own reading
+    if not ann or not _PARAM_SLOTS or any(isinstance(v, dataclasses.Field) and k not in ann for k, v in own.items()):
         return False
     fields = {}
     for name, tp in ann.items():
