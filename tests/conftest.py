@@ -1,4 +1,5 @@
-"""Shared fixtures: the real torch venvs built by tests/make_venvs.sh, and the repo root."""
+"""Shared fixtures: the real torch venvs built by tests/make_venvs.sh, a venv without torch, the
+repo root and its snapshot files."""
 
 from __future__ import annotations
 
@@ -31,6 +32,30 @@ def torch_cpu_python() -> pathlib.Path:
 def torch_cu_python() -> pathlib.Path:
     """python of a venv holding the real torch 2.14.1 (cu130) wheel with nvidia-* wheels."""
     return _venv_python("torch-cu")
+
+
+@pytest.fixture
+def no_torch_python(tmp_path) -> pathlib.Path:
+    """python of a fresh venv (no pip) without torch."""
+    venv = tmp_path / "notorch"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    return venv / "bin" / "python"
+
+
+def snapshot_files() -> list:
+    """Every recorded, transcribed or synthetic snapshot in the repo (the bundled examples and the
+    test fixtures whose schema is cudafix.snapshot/1), sorted."""
+    import json
+
+    found = sorted((REPO / "cudafix" / "data" / "examples").glob("*.json"))
+    for p in sorted(FIXTURES.rglob("*.json")):
+        try:
+            doc = json.loads(p.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(doc, dict) and doc.get("schema") == "cudafix.snapshot/1":
+            found.append(p)
+    return found
 
 
 def venv_site_packages(python: pathlib.Path) -> pathlib.Path:

@@ -13,25 +13,15 @@ import pytest
 
 from cudafix.model import record
 from cudafix.model.snapshot import Snapshot
-from tests.conftest import REPO
+from tests.conftest import REPO, snapshot_files
 
 
-def _snapshots():
-    found = sorted((REPO / "cudafix" / "data" / "examples").glob("*.json"))
-    for p in sorted((REPO / "tests" / "fixtures").rglob("*.json")):
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if isinstance(doc, dict) and doc.get("schema") == "cudafix.snapshot/1":
-            found.append(p)
-    return found
 
 
-SNAPSHOTS = _snapshots()
+SNAPSHOTS = snapshot_files()
 
 
-def test_there_are_snapshots():
+def test_there_aresnapshot_files():
     assert len(SNAPSHOTS) >= 20
 
 

@@ -12,7 +12,6 @@ The truth is the earlier tree's own output, run as a real `python -m cudafix` pr
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import os
 import pathlib
 import re
@@ -25,23 +24,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import require
+from tests.conftest import REPO, require, snapshot_files
 
 BASE = "b86f755e6f37cc095ff49f1a091b39b7ce07c10c"  # main's integration head the change started from
-REPO = pathlib.Path(__file__).resolve().parent.parent
 COMMANDS = (["status"], ["status", "--json"], ["check"])
 
 
-def _snapshots() -> List[pathlib.Path]:
-    found = sorted((REPO / "cudafix" / "data" / "examples").glob("*.json"))
-    for p in sorted((REPO / "tests" / "fixtures").rglob("*.json")):
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError):
-            continue
-        if isinstance(doc, dict) and doc.get("schema") == "cudafix.snapshot/1":
-            found.append(p)
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +66,13 @@ def _run(tree: pathlib.Path, args: List[str], xdg: pathlib.Path) -> Tuple[int, b
 
 
 def test_there_are_snapshots_to_compare():
-    snaps = _snapshots()
+    snaps = snapshot_files()
     assert len(snaps) >= 20, snaps  # 42 fixtures and 1 example when this test was written
     assert any(p.parent.name == "examples" for p in snaps)
 
 
 def test_status_and_check_output_unchanged(new_tree, base_tree, tmp_path):
-    cases = [c + ["--from", str(p)] for p in _snapshots() for c in COMMANDS]
+    cases = [c + ["--from", str(p)] for p in snapshot_files() for c in COMMANDS]
     trees = {"new": new_tree, "base": base_tree}
     for name in trees:
         (tmp_path / name / "xdg").mkdir(parents=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -37,10 +36,8 @@ def test_cuda_torch_without_gpu_is_cpu_fallback(torch_cu_python):
     assert "torch.cuda.is_available() is False" in out["reasons"]
 
 
-def test_env_without_torch_is_no_torch(tmp_path):
-    venv = tmp_path / "v"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    m = verify.run_child(str(venv / "bin" / "python"), quick=True, timeout=60)
+def test_env_without_torch_is_no_torch(no_torch_python):
+    m = verify.run_child(str(no_torch_python), quick=True, timeout=60)
     r = verify.judge(m, {}, None, [])
     assert r.verdict == verify.NO_TORCH and r.exit_code == 4
     assert "No module named 'torch'" in r.reasons[0]

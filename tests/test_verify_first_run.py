@@ -14,7 +14,6 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import textwrap
 
@@ -132,10 +131,8 @@ def test_cuda_torch_without_driver_is_cpu_fallback(torch_cu_python):
     assert "torch.cuda.is_available() is False" in proc.stdout
 
 
-def test_env_without_torch_is_exit_4(tmp_path):
-    venv = tmp_path / "v"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    proc = run_dev_cudafix("verify", "--first-run", "--python", str(venv / "bin" / "python"), timeout=120)
+def test_env_without_torch_is_exit_4(no_torch_python):
+    proc = run_dev_cudafix("verify", "--first-run", "--python", str(no_torch_python), timeout=120)
     assert proc.returncode == 4 and "No module named 'torch'" in proc.stdout
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 import sys
 
 from cudafix.verify import nccl
@@ -118,10 +117,8 @@ def test_cuda_torch_without_driver(torch_cu_python):
     assert "sees no GPU" in proc.stdout
 
 
-def test_no_torch_is_exit_4(tmp_path):
-    venv = tmp_path / "v"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    proc = run_dev_cudafix("verify", "--nccl", "--python", str(venv / "bin" / "python"), timeout=120)
+def test_no_torch_is_exit_4(no_torch_python):
+    proc = run_dev_cudafix("verify", "--nccl", "--python", str(no_torch_python), timeout=120)
     assert proc.returncode == 4, (proc.stdout, proc.stderr)
     assert "No module named 'torch'" in proc.stdout
 
