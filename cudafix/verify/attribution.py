@@ -9,7 +9,7 @@ reference it is measured against: below that, two fresh processes differ by that
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 NOISE_S = 0.25
 NOISE_FRACTION = 0.15
@@ -48,9 +48,14 @@ def context(run: Dict[str, Any]) -> Optional[float]:
     return None if not isinstance(c, (int, float)) else round(float(c) + float(run.get("init_s") or 0.0), 4)
 
 
-def best_to_first(runs: Sequence[Dict[str, Any]]) -> Optional[float]:
-    vals = [v for v in (to_first(r) for r in runs) if v is not None]
+def best_by(runs: Sequence[Dict[str, Any]], fn: Callable[[Dict[str, Any]], Optional[float]]) -> Optional[float]:
+    """The minimum of ``fn`` over the runs that have it (None when none does)."""
+    vals = [v for v in (fn(r) for r in runs) if v is not None]
     return min(vals) if vals else None
+
+
+def best_to_first(runs: Sequence[Dict[str, Any]]) -> Optional[float]:
+    return best_by(runs, to_first)
 
 
 def significant(seconds: Optional[float], reference: Optional[float]) -> bool:
@@ -145,7 +150,7 @@ def attribute(variants: Dict[str, List[Dict[str, Any]]], env_loading: str = "",
     env_costs = [c for c in causes if c["in_env"] and c["significant"]]
     return {
         "verdict": DEGRADED if env_costs else HEALTHY,
-        "context_s": min([v for v in (context(r) for r in warm) if v is not None] or [None]),  # type: ignore[type-var]
+        "context_s": best_by(warm, context),
         "setup_s": best(warm, "setup_s"),
         "first_iter_s": best(warm, "first_iter_s"),
         "to_first_s": base_first,
