@@ -109,3 +109,18 @@ def test_fix_plan_from_a_poisoned_snapshot_prints_no_control_character(tmp_path)
     assert "\\x1b]0;pwned" in out.stdout
     assert _controls(out.stdout, colour=False) == [] and _controls(out.stderr, colour=False) == []
     _no_forged_line(out.stdout)
+
+
+def test_verify_text_reports_escape_what_status_and_the_children_said():
+    """`cudafix verify`'s text reports quote `status` findings (module paths) and NCCL's log: the
+    first-run report of the H200 recording with a poisoned finding, through the CLI's own escaping
+    step (cudafix/cli/verify.py _shown), carries no control character but its newlines."""
+    from cudafix.cli.verify import _shown
+    from cudafix.verify import firstrun
+
+    rep = json.loads((REPO / "docs" / "gpu-raw" / "first-run-640.json").read_text(encoding="utf-8"))
+    rep["findings"] = [{"rule": "ext-ptx-jit", "severity": "warning", "message": "/x/libevil.so" + EVIL}]
+    text = firstrun.render_text(_shown(rep))
+    assert "status: [ext-ptx-jit] /x/libevil.so\\x1b[2J" in text
+    assert _controls(text, colour=False) == []
+    _no_forged_line(text)

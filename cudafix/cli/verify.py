@@ -42,7 +42,7 @@ def _first_run(python: Optional[str], cmd: Tuple[str, ...], batch: Optional[int]
             sys.exit(2)
         findings, modules = firstrun.status_context(sys.executable)
         rep["findings"] = findings
-        click.echo(json.dumps(rep, indent=2) if as_json else cmdrun.render_text(rep, [m.rsplit("/", 1)[-1] for m in modules]))
+        click.echo(json.dumps(rep, indent=2) if as_json else cmdrun.render_text(_shown(rep), [_shown(m.rsplit("/", 1)[-1]) for m in modules]))
         sys.exit(rep["exit_code"])
     batch = 8 if batch is None else batch
     imgsz = 640 if imgsz is None else imgsz
@@ -55,8 +55,31 @@ def _first_run(python: Optional[str], cmd: Tuple[str, ...], batch: Optional[int]
                                  with_compile=not no_compile, timeout=float(timeout), progress=_progress)
     except firstrun.FirstRunError as exc:
         _bad(str(exc))
-    click.echo(json.dumps(rep, indent=2) if as_json else firstrun.render_text(rep))
+    click.echo(json.dumps(rep, indent=2) if as_json else firstrun.render_text(_shown(rep)))
     sys.exit(rep["exit_code"])
+
+
+def _shown(report):  # type: ignore[no-untyped-def]
+    """The report with every string written out (render/text.py printable), for its text form:
+    a status finding's module path, a child's error, NCCL's log lines cannot move the cursor or
+    forge a line of the report, as in status's output.  Escaped value by value, before the
+    renderer joins its lines (a value's own newline stays inside its line)."""
+    import dataclasses
+
+    from cudafix.render.text import printable
+
+    if isinstance(report, str):
+        return printable(report)
+    if isinstance(report, dict):
+        return {k: _shown(v) for k, v in report.items()}
+    if isinstance(report, tuple) and hasattr(report, "_fields"):
+        return type(report)(*[_shown(v) for v in report])
+    if isinstance(report, (list, tuple)):
+        return type(report)(_shown(v) for v in report)
+    if dataclasses.is_dataclass(report) and not isinstance(report, type):
+        return dataclasses.replace(report, **{f.name: _shown(getattr(report, f.name))
+                                              for f in dataclasses.fields(report) if f.init})
+    return report
 
 
 def _nccl(python: Optional[str], as_json: bool, timeout: int) -> None:
@@ -66,7 +89,7 @@ def _nccl(python: Optional[str], as_json: bool, timeout: int) -> None:
         rep = nccl.verify_nccl(python=python, timeout=float(timeout))
     except nccl.NcclError as exc:
         _bad(str(exc))
-    click.echo(json.dumps(rep, indent=2) if as_json else nccl.render_text(rep))
+    click.echo(json.dumps(rep, indent=2) if as_json else nccl.render_text(_shown(rep)))
     sys.exit(rep["exit_code"])
 
 
@@ -117,7 +140,7 @@ def verify_cmd(python: Optional[str], quick: bool, first_run: bool, batch: Optio
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
-        click.echo(_verify.render_text(result))
+        click.echo(_verify.render_text(_shown(result)))
     sys.exit(result.exit_code)
 
 
