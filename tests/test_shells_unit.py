@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from cudafix.activation import runtime as activation
 from cudafix.activation import shells
+from cudafix.activation.plan import plan_from_findings
 from cudafix.cli.shell import script_sources
 from cudafix.model.findings import Finding
 from cudafix.model.fixes import EnvOp, EnvPatch, Fix
@@ -67,7 +68,7 @@ def test_plan_final_values_and_summary():
         _f("path-is-conda's", [EnvOp("prepend-path", "PATH", "/opt/cuda/bin")]),
         Finding(rule="info", severity="info", message="fine"),
     ]
-    plan = activation.plan_from_findings(found, env)
+    plan = plan_from_findings(found, env)
     assert plan.changes == (("CUDA_HOME", "/usr/local/cuda-11.3"), ("LD_LIBRARY_PATH", "/opt/x"))
     assert plan.summary == (
         "cudafix: set CUDA_HOME to /usr/local/cuda-11.3 (matches torch 1.10.0+cu113); "
@@ -75,7 +76,7 @@ def test_plan_final_values_and_summary():
         "advice: advice; process-only: process-only; path-is-conda's: path-is-conda's \u2014 cudafix status"
     )
     # removing the last entry unsets the variable
-    plan = activation.plan_from_findings(found[1:2], {"LD_LIBRARY_PATH": "/usr/local/cuda-12.1/lib64"})
+    plan = plan_from_findings(found[1:2], {"LD_LIBRARY_PATH": "/usr/local/cuda-12.1/lib64"})
     assert plan.changes == (("LD_LIBRARY_PATH", None),)
 
 
@@ -85,7 +86,7 @@ def test_plan_on_recorded_yolov9_h100():
     from cudafix.model.snapshot import Snapshot
 
     snap = Snapshot.load(str(REPO / "tests/fixtures/yolov9/yolov9-h100-conda-cudahome.json"))
-    plan = activation.plan_from_findings(rules.findings(rules.run(snap)), snap.env)
+    plan = plan_from_findings(rules.findings(rules.run(snap)), snap.env)
     # (both warnings, in the rules' order)
     assert dict(plan.changes) == {"CUDA_HOME": "/usr/local/cuda-11.3", "CUDA_CACHE_MAXSIZE": "4294967296"}
     # arch-ptx-jit: the cache is raised, but the native-build advice is still open
@@ -97,9 +98,9 @@ def test_plan_on_recorded_yolov9_h100():
 
 
 def test_plan_all_well_is_silent():
-    assert activation.plan_from_findings([], {"CUDA_HOME": "/x"}) == shells.ActivationPlan()
+    assert plan_from_findings([], {"CUDA_HOME": "/x"}) == shells.ActivationPlan()
     # a safe fix that changes nothing: no change, but the finding still counts
-    plan = activation.plan_from_findings([_f("r", [EnvOp("set", "CUDA_HOME", "/x")])], {"CUDA_HOME": "/x"})
+    plan = plan_from_findings([_f("r", [EnvOp("set", "CUDA_HOME", "/x")])], {"CUDA_HOME": "/x"})
     assert plan.changes == () and plan.summary == "cudafix: r: r \u2014 cudafix status"
 
 

@@ -165,22 +165,25 @@ def _problem(f) -> str:
 
 
 
-def plan_from_findings(findings: Sequence, env: Mapping[str, str],
-                       environment: Optional[EnvironmentPlan] = None) -> ActivationPlan:
-    """Apply, in order, the activation part of the environment plan (cudafix/plans/environment.py)
-    of ``findings`` (``environment``: that plan, when the caller has built it already).
+def plan_from_findings(findings: Sequence, env: Mapping[str, str]) -> ActivationPlan:
+    """:func:`plan_from_environment` of the findings' environment plan."""
+    return plan_from_environment(environment_plan(findings), env)
+
+
+def plan_from_environment(environment: EnvironmentPlan, env: Mapping[str, str]) -> ActivationPlan:
+    """Apply, in order, the activation part of the environment plan (cudafix/plans/environment.py).
 
     The plan holds final values, so the shells never compute list edits themselves.  Ops on
     variables activation cannot manage (PATH, CONDA_*, ...) are left out.  The line counts the
     error/warning findings still open: not corrected, or corrected but with advice commands left
     for the user (arch-ptx-jit: the cache is raised, a native build is still the real fix).
     """
+    findings = [sf.finding for sf in environment.fixes]  # one per finding, in the findings' order
     cur: Dict[str, str] = dict(env)
     order: List[str] = []
     parts: List[str] = []
     applied = set()
     named = set()  # findings whose message a change already quotes
-    environment = environment_plan(findings) if environment is None else environment
     for i, sf in enumerate(environment.fixes):  # the activation part of the one environment plan
         f, ops = sf.finding, sf.activation_ops
         if not ops:

@@ -21,7 +21,7 @@ from typing import List, Mapping, Optional, Sequence
 from cudafix.activation.plan import (
     ActivationPlan,
     guard_for,
-    plan_from_findings,
+    plan_from_environment,
     restored_env,
 )
 from cudafix.activation import shells
@@ -149,7 +149,7 @@ def render_activate(shell: str, environ: Optional[Mapping[str, str]] = None, wri
     stamp = time.time() - 1.0
     try:
         snap, found = collect(env)
-        plan = plan_from_findings(found, env, environment_plan(found))
+        plan = plan_from_environment(environment_plan(found), env)
         _start_warm(snap, found, plan, env)
     except Exception as exc:  # activation must still complete: one line, nothing changed
         return mod.restore() + mod.skipped("%s: %s" % (type(exc).__name__, exc))

@@ -73,7 +73,7 @@ def shell_cmd(shell_name: str, action: Optional[str], write_cache: bool, from_fi
 def _activate_from(shell_name: str, path: str) -> str:
     """Activation code for a recorded snapshot: its findings, planned against its own env."""
     from cudafix import rules
-    from cudafix.activation import runtime as activation
+    from cudafix.activation import plan as activation
     from cudafix.model.snapshot import Snapshot, SnapshotError
 
     try:
