@@ -166,13 +166,12 @@ def write_entry(cache_path: str, entry: hookcache.Entry) -> bool:
     return safefs.write_private(cache_path, hookcache.dump_entries(entries))
 
 
-def cold(cache_path: Optional[str], syspath_part: Sequence[str],
-         environ: Optional[Mapping[str, str]] = None) -> Tuple[hookcache.Entry, str]:
+def cold(cache_path: Optional[str], syspath_part: Sequence[str], environ: Mapping[str, str]) -> Tuple[hookcache.Entry, str]:
     """Called by the hook at ``import torch`` when the cache had no fresh entry: the entry, and
     the line CUDAFIX_DEBUG=1 prints about it.  ``environ``: the environment the check keyed on
-    (the loader's variables as at exec; hook/cache.py keyed), that of this process if None."""
+    (the loader's variables as at exec: hook/cache.py keyed)."""
     t0 = time.perf_counter()
-    entry = compute(hookcache.loader_environ(os.environ) if environ is None else environ, syspath_part)
+    entry = compute(environ, syspath_part)
     ms = (time.perf_counter() - t0) * 1000
     wrote = write_entry(cache_path, entry) if cache_path else False
     return entry, ("checked the CUDA stack in %.0f ms (%d env corrections, %d preloads, %d findings to report); %s"
