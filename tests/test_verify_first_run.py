@@ -155,8 +155,8 @@ def test_built_in_detector_runs_for_real_on_the_cpu(torch_cpu_python, monkeypatc
     assert rep["verdict"] == attribution.HEALTHY and rep["exit_code"] == 0
 
 
-def _recorded(name: str) -> dict:
-    path = FIX / name
+def _recorded(name: str, where: pathlib.Path = FIX) -> dict:
+    path = where / name
     if not path.exists():
         pytest.fail("missing recorded fixture %s" % path)
     return json.loads(path.read_text())
@@ -225,20 +225,13 @@ def test_first_run_on_a_real_gpu():
 RAW = REPO / "docs" / "gpu-raw"  # recorded on the H200: docs/gpu.md ("verify --first-run") names each file
 
 
-def _raw(name: str) -> dict:
-    path = RAW / name
-    if not path.exists():
-        pytest.fail("missing recorded H200 file %s" % path)
-    return json.loads(path.read_text())
-
-
 def test_h200_attribution_is_within_20_percent_of_the_direct_costs():
     """Recorded on the H200 (driver 580.159.04, torch 2.11.0+cu130), 2026-12-01, bench/gpu/first_run.sh:
     the child outputs of `verify --first-run --imgsz 640 --batch 8 --half --repeat 2` re-attributed
     here, against bench/gpu/first_run_direct.py's costs (its own program and timers, fresh processes,
     cause present minus absent, min of 2).  EAGER is left out: that recording's children did not yet
     time `torch.cuda.is_available()`, where 1.3 s of EAGER's cost lands (docs/gpu.md)."""
-    rec, direct = _raw("first-run-640.json"), _raw("first-run-direct.json")["direct_s"]
+    rec, direct = _recorded("first-run-640.json", RAW), _recorded("first-run-direct.json", RAW)["direct_s"]
     rep = attribution.attribute(rec["runs"], "")
     got = {c["id"]: c for c in rep["causes"]}
     for cid, key in (("cudnn-benchmark", "cudnn-benchmark@640"), ("cudnn-benchmark-jit", "cudnn-benchmark-jit@640"),
@@ -253,12 +246,12 @@ def test_h200_command_mode_matches_the_programs_own_timer():
     """`verify --first-run -- python3 program.py` on the H200 (the PTX-only module's 300 kernels): the
     whole-command JIT cost against the first-call time the program itself printed in the same runs,
     and against the direct bench's ext-jit cost."""
-    rec = _raw("first-run-cmd.json")
+    rec = _recorded("first-run-cmd.json", RAW)
     runs = {r["run"]: json.loads(r["last_line"]) for r in rec["runs"]}
     own = runs["cold"]["first_call_s"] - runs["jit-warm"]["first_call_s"]
     jit = {c["id"]: c for c in rec["causes"]}["ptx-jit"]
     assert abs(jit["seconds"] - own) <= 0.2 * own and jit["significant"] and jit["in_env"]
-    direct = _raw("first-run-direct.json")["direct_s"]["ext-jit"]
+    direct = _recorded("first-run-direct.json", RAW)["direct_s"]["ext-jit"]
     assert abs(jit["seconds"] - direct) <= 0.2 * direct
     walls = {r["run"]: [r["wall_s"]] for r in rec["runs"]}
     again = cmdrun.attribute(walls, rec["runs"][0]["jit_cache_added_bytes"], [])
