@@ -19,6 +19,13 @@ default, --speed-target X; --warm-max-s / --cold-max-s add limits in seconds; <=
 
 --also-repo DIR times a second cudafix checkout (e.g. `git worktree add /tmp/before <commit>`)
 warm, in the same rounds: a before/after of a change, with its ratio.
+
+`cudafix status` is run as users run it: the console script `pip install` writes for each
+checkout's setup.cfg entry point (pip's launcher text, distlib's ScriptMaker template), not
+`python -m cudafix` (runpy and importlib.util, ~6 ms here, are not on the user's path), with
+the checkout's `cudafix/` package alone on PYTHONPATH (a directory holding a symlink to it, as
+site-packages holds an installed one): the checkout's other files (tests, docs, build trees)
+are not part of what a user's scan walks.
 """
 
 from __future__ import annotations
@@ -40,6 +47,39 @@ DEFAULT_PYTHON = os.path.join(VENVS, "torch-cu", "bin", "python")
 
 SPEED_TARGET = 30.0  # collect_env wall / cudafix wall (issue 23: >= 30x here, >= 40x on the H200)
 MEMORY_TARGET_MIB = 100.0
+
+# What pip writes to <env>/bin/cudafix for a console_scripts entry (distlib SCRIPT_TEMPLATE).
+LAUNCHER = """# -*- coding: utf-8 -*-
+import re
+import sys
+from %(module)s import %(func)s
+if __name__ == '__main__':
+    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])
+    sys.exit(%(func)s())
+"""
+
+
+def install_dir(repo: str) -> str:
+    """A directory holding only ``repo``'s package (a symlink), for PYTHONPATH."""
+    where = tempfile.mkdtemp(prefix="statusbench-site-")
+    os.symlink(os.path.join(os.path.abspath(repo), "cudafix"), os.path.join(where, "cudafix"))
+    return where
+
+
+def console_script(repo: str, where: str) -> str:
+    """The `cudafix` launcher pip would install for ``repo`` (its setup.cfg entry point), in ``where``."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(repo, "setup.cfg"))
+    entry = {k.strip(): v.strip() for k, v in (line.split("=", 1) for line in
+             cfg["options.entry_points"]["console_scripts"].strip().splitlines())}
+    module, func = entry["cudafix"].split(":")
+    path = os.path.join(where, "cudafix")
+    with open(path, "w") as fh:
+        fh.write(LAUNCHER % {"module": module, "func": func})
+    return path
+
 
 # Runs in a fresh interpreter per measurement: its only child is the measured command.
 WRAPPER = r"""
@@ -108,8 +148,6 @@ def main(argv=None):
         raise SystemExit("no interpreter at %s: run tests/make_venvs.sh first" % args.python)
 
     base_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    cudafix_env = dict(base_env, PYTHONPATH=REPO)
-    cudafix_cmd = [args.python, "-m", "cudafix", "status", "--json"]
     collect_cmd = [args.python, "-m", "torch.utils.collect_env"]
 
     load_before = os.getloadavg()
@@ -120,15 +158,19 @@ def main(argv=None):
     for repo in repos:
         subprocess.run([args.python, "-m", "compileall", "-q", os.path.join(repo, "cudafix")], check=True,
                        env=dict(base_env, PYTHONDONTWRITEBYTECODE=""), stdout=subprocess.DEVNULL)
+    launchers = [console_script(repo, tempfile.mkdtemp(prefix="statusbench-bin-")) for repo in repos]
+    cudafix_cmd = [args.python, launchers[0], "status", "--json"]
+    other_cmd = [args.python, launchers[-1], "status", "--json"]
     # the other checkout keeps its own cache dir: both are measured warm on their own cache
-    other_env = dict(base_env, PYTHONPATH=repos[-1], XDG_CACHE_HOME=tempfile.mkdtemp(prefix="statusbench-other-")) \
+    cudafix_env = dict(base_env, PYTHONPATH=install_dir(REPO))
+    other_env = dict(base_env, PYTHONPATH=install_dir(repos[-1]), XDG_CACHE_HOME=tempfile.mkdtemp(prefix="statusbench-other-")) \
         if args.also_repo else None
 
     # Warm-up (untimed): fills cudafix's cache and the OS page cache for both tools.
     doc = validate_cudafix(measure(cudafix_cmd, cudafix_env))
     validate_collect_env(measure(collect_cmd, base_env))
     if other_env is not None:
-        validate_cudafix(measure(cudafix_cmd, other_env))
+        validate_cudafix(measure(other_cmd, other_env))
 
     # Floors, for where the time goes: the interpreter alone, and with click (which any
     # click-based CLI pays before doing anything).
@@ -138,7 +180,7 @@ def main(argv=None):
     warm, cold, collect, other = [], [], [], []
     for _ in range(args.n):
         if other_env is not None:
-            other.append(measure(cudafix_cmd, other_env))
+            other.append(measure(other_cmd, other_env))
             validate_cudafix(other[-1])
         for k, c in floor_cmds.items():
             floors[k].append(measure(c, base_env))

@@ -130,3 +130,37 @@ def test_probe_extensions_warm_does_no_scandir(tmp_path, monkeypatch):
     assert n.n == 0
     assert [m.path for m in second.modules] == [m.path for m in first.modules]
     assert second.files_seen == first.files_seen == len(_truth(root, extensions.MAX_DEPTH_OTHER)) - 1  # link.so = lib_x.so
+
+
+def test_warm_walk_is_one_stat_per_directory(tmp_path, monkeypatch):
+    """An unchanged tree's walk is the stored whole walk: no per-directory listing (not even a
+    cached one), one stat per directory the walk entered, and the cold walk's files in its order."""
+    root = _tree(tmp_path / "site")
+    _age(root)
+    cache = str(tmp_path / "cache")
+    cold = _walk(root, cache)
+    entered = {d for d, _dns, _fns in os.walk(root)
+               if not any(part in dirwalk.SKIP_DIRS or part.endswith(".dist-info") or part == "dirlink"
+                          for part in os.path.relpath(d, root).split(os.sep))
+               and (d == root or os.path.relpath(d, root).count(os.sep) + 1 < 4)}
+    listings, stats = [], []
+    monkeypatch.setattr(dirwalk.DirCache, "listing", lambda self, d: listings.append(d))
+    real = dirwalk.cachefile.stat_sig
+    monkeypatch.setattr(dirwalk.cachefile, "stat_sig", lambda p: stats.append(p) or real(p))
+    assert _walk(root, cache) == cold
+    assert listings == [] and sorted(stats) == sorted(entered)
+
+
+def test_a_change_deep_down_ends_the_stored_walk(tmp_path):
+    """The stored walk holds only while every directory it entered keeps its stat: a file added
+    four levels down is found, and the walk stored after it holds the new file."""
+    root = _tree(tmp_path / "site")
+    _age(root)
+    cache = str(tmp_path / "cache")
+    _walk(root, cache)
+    open(os.path.join(root, "d", "e", "f", "libdeep2.so"), "wb").close()
+    os.utime(os.path.join(root, "d", "e", "f"), (OLD + 60, OLD + 60))  # outside the racy window: stored again
+    got = _walk(root, cache)
+    assert {x for x in got if os.path.isfile(x[1])} == _truth(root, 4)
+    assert ("%s/d/e/f/libdeep2.so" % root, "%s/d/e/f/libdeep2.so" % root) in got
+    assert _walk(root, cache) == got

@@ -265,6 +265,71 @@ def test_cache_hit_skips_examination(plain_modules, tmp_path, monkeypatch):
     assert [m.__dict__ for m in second.modules] == [m.__dict__ for m in first.modules]
 
 
+def _aged(*paths, when=None) -> None:
+    """mtimes outside the caches' racy window (cachefile.RACY_NS), as an installed env's are; the
+    ctime a change gives each path stays, so the stat signature still tells the change."""
+    import time as _time
+
+    t = (when or _time.time() - 3600)
+    for p in paths:
+        os.utime(str(p), (t, t))
+
+
+def _dist(site: pathlib.Path, name: str, version: str, files) -> pathlib.Path:
+    """A dist-info as pip writes it (RECORD: path,hash,size); importlib.metadata reads it back."""
+    d = site / ("%s-%s.dist-info" % (name, version))
+    d.mkdir()
+    (d / "METADATA").write_text("Metadata-Version: 2.1\nName: %s\nVersion: %s\n" % (name, version))
+    (d / "RECORD").write_text("".join("%s,,\n" % f for f in files))
+    return d
+
+
+def _truth_owner(site: pathlib.Path, rel: str):
+    """importlib.metadata's answer: the dists under ``site`` whose RECORD lists ``rel``."""
+    import importlib.metadata as md
+
+    return sorted((d.metadata["Name"], d.version) for d in md.distributions(path=[str(site)])
+                  if any(str(f) == rel for f in (d.files or ())))
+
+
+def test_owner_is_cached_and_every_change_of_it_seen(plain_modules, tmp_path, monkeypatch):
+    """A warm scan reads no RECORD (issue 23: ~180 RECORD reads on the H200 image's env per
+    `status`); a reinstall under another version, and a RECORD that stops listing the file, are
+    seen.  Truth: importlib.metadata over the same directory."""
+    site = tmp_path / "site"
+    (site / "myops").mkdir(parents=True)
+    shutil.copy(plain_modules["sm80-shared"], str(site / "myops" / "_C.so"))
+    for i in range(3):  # other dists read first (sorted by name): a scan without the cache reads them all
+        _dist(site, "aaa%d" % i, "1", ["aaa%d/__init__.py" % i])
+    d1 = _dist(site, "myops", "1.0", ["myops/_C.so", "myops/__init__.py"])
+    _aged(*[p for p in site.rglob("*")], site)
+    cache = str(tmp_path / "cache")
+    os.makedirs(cache)
+
+    def owner():
+        (m,) = pext.probe_extensions([str(site)], {}, cache_dir=cache).modules
+        return m.package, m.package_version
+
+    assert owner() == ("myops", "1.0") and _truth_owner(site, "myops/_C.so") == [("myops", "1.0")]
+    real = pext._Owners._read_record
+    reads = []
+    monkeypatch.setattr(pext._Owners, "_read_record", staticmethod(lambda p: reads.append(p) or real(p)))
+    assert owner() == ("myops", "1.0") and reads == []  # warm: a stat of the RECORD and of the site dir
+    # pip install myops==2.0: the old dist-info goes, a new one comes
+    shutil.rmtree(str(d1))
+    d2 = _dist(site, "myops", "2.0", ["myops/_C.so"])
+    _aged(d2, d2 / "RECORD", d2 / "METADATA", site, when=OLD_PLUS)
+    assert owner() == ("myops", "2.0") == _truth_owner(site, "myops/_C.so")[0]
+    # the same dist's RECORD rewritten without the file (site dir unchanged): no owner
+    (d2 / "RECORD").write_text("myops/__init__.py,,\n")
+    _aged(d2 / "RECORD", when=OLD_PLUS - 60)
+    assert _truth_owner(site, "myops/_C.so") == []
+    assert owner() == (None, None)
+
+
+OLD_PLUS = __import__("time").time() - 1800
+
+
 def test_torch_extension_cache_dir_scanned(plain_modules, tmp_path):
     # torch.utils.cpp_extension._get_build_directory: TORCH_EXTENSIONS_DIR/<name>/<name>.so ...
     ted = tmp_path / "ted" / "myop"

@@ -8,7 +8,7 @@ set -u
 OUT=$1; EXT=$2; R=$PWD; PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 START=$(date +%s); BUDGET=${BUDGET:-470}
-STEPS=" ${STEPS:-nccl fr640 direct fr320ext cmd status} "  # a subset, to split the runs over device calls
+STEPS=" ${STEPS:-nccl fr640 direct fr320ext cmd fr640nc direct3 fr320nc status} "  # a subset, to split the runs over device calls
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 step() {  # step NAME SECONDS CMD...: run with a timeout inside the budget, log its rc
   local name=$1 t=$2; shift 2
@@ -29,7 +29,13 @@ step cmd 60 env PYTHONPATH="/tmp/cfxext:$R" $PY -m cudafix verify --first-run --
 step fr640 240 env PYTHONPATH="$R" $PY -m cudafix verify --first-run --imgsz 640 --batch 8 --half --repeat 2 --json \
   >"$OUT/fr640.json" 2>>"$OUT/log.txt"
 step direct 320 $PY bench/gpu/first_run_direct.py "$OUT/direct.json" /tmp/cfxext 2 640,320 >>"$OUT/log.txt" 2>&1
-step fr320ext 120 env PYTHONPATH="/tmp/cfxext:$R" $PY -m cudafix verify --first-run --imgsz 320 --batch 8 --half --repeat 2 \
+step fr320ext 200 env PYTHONPATH="/tmp/cfxext:$R" $PY -m cudafix verify --first-run --imgsz 320 --batch 8 --half --repeat 2 \
   --no-compile --json >"$OUT/fr320ext.json" 2>>"$OUT/log.txt"
+# the same-call comparison (docs/gpu.md): verify and the direct bench minutes apart on one machine, 3 repeats each
+step fr640nc 150 env PYTHONPATH="$R" $PY -m cudafix verify --first-run --imgsz 640 --batch 8 --half --repeat 3 --no-compile \
+  --json >"$OUT/fr640nc.json" 2>>"$OUT/log.txt"
+step direct3 200 $PY bench/gpu/first_run_direct.py "$OUT/direct3.json" /tmp/cfxext 3 640,320 benchmark,eager >>"$OUT/log.txt" 2>&1
+step fr320nc 150 env PYTHONPATH="$R" $PY -m cudafix verify --first-run --imgsz 320 --batch 8 --half --repeat 3 --no-compile \
+  --json >"$OUT/fr320nc.json" 2>>"$OUT/log.txt"
 step status 30 env PYTHONPATH="/tmp/cfxext:$R" $PY -m cudafix status >>"$OUT/machine.txt" 2>&1
 echo "total $(( $(date +%s) - START ))s" >>"$OUT/log.txt"

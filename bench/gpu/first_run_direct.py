@@ -14,8 +14,9 @@ min(present) - min(absent) over the repeats, and every raw run is kept.
                     and with the inductor cache of that run kept
   ext-jit           first call of the PTX-only extension (program.py's own timer), empty minus warm JIT cache
 
-Usage: python3 bench/gpu/first_run_direct.py OUT.json PROGRAM_DIR [REPS] [SIZES]  (PROGRAM_DIR holds
-program.py and cfx_ptx75.py + libcfx_ptx75.so)
+Usage: python3 bench/gpu/first_run_direct.py OUT.json PROGRAM_DIR [REPS] [SIZES] [GROUPS]  (PROGRAM_DIR holds
+program.py and cfx_ptx75.py + libcfx_ptx75.so; GROUPS, comma-separated, picks of benchmark,eager,compile,ext:
+all by default; the default case always runs, it is every difference's baseline)
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def main():
     out_path, prog_dir = sys.argv[1], sys.argv[2]
     reps = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     sizes = [int(s) for s in (sys.argv[4] if len(sys.argv) > 4 else "640,320").split(",")]
+    groups = set((sys.argv[5] if len(sys.argv) > 5 else "benchmark,eager,compile,ext").split(","))
     tmp = tempfile.mkdtemp(prefix="cfx-direct-")
     jit = os.path.join(tmp, "jit")  # torch's kernels are SASS here: one shared JIT cache for the model cases
     base = {"CUDA_CACHE_PATH": jit, "CUDA_MODULE_LOADING": None}
@@ -124,13 +126,19 @@ def main():
         ind = os.path.join(tmp, "inductor%d" % rep)
         for size in sizes:
             model("default", rep, size)
+            if "benchmark" not in groups:
+                continue
             bjit = {"CUDA_CACHE_PATH": os.path.join(tmp, "benchjit%d-%d" % (rep, size))}
             model("benchmark-cold", rep, size, bench=True, extra=bjit)
             model("benchmark", rep, size, bench=True, extra=bjit)
-        model("eager", rep, sizes[0], extra={"CUDA_MODULE_LOADING": "EAGER"})
+        if "eager" in groups:
+            model("eager", rep, sizes[0], extra={"CUDA_MODULE_LOADING": "EAGER"})
         cenv = {"TORCHINDUCTOR_CACHE_DIR": ind, "TRITON_CACHE_DIR": os.path.join(ind, "triton")}
-        model("compile-fresh", rep, sizes[0], comp=True, extra=cenv)
-        model("compile-kept", rep, sizes[0], comp=True, extra=cenv)
+        if "compile" in groups:
+            model("compile-fresh", rep, sizes[0], comp=True, extra=cenv)
+            model("compile-kept", rep, sizes[0], comp=True, extra=cenv)
+        if "ext" not in groups:
+            continue
         ejit = os.path.join(tmp, "extjit%d" % rep)
         penv = {"CUDA_CACHE_PATH": ejit, "CUDA_MODULE_LOADING": None, "PYTHONPATH": prog_dir}
         for case in ("ext-cold", "ext-warm"):

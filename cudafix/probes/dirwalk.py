@@ -78,6 +78,31 @@ class DirCache:
             self.dirty = True
         return dirs, files
 
+    def whole_walk(self, key: str) -> Optional[List[List[Any]]]:
+        """The files of a stored walk whose directories all still have their listed stat; None
+        when any changed (or none is stored).  Marks what it used as this scan's."""
+        ent = self.entries.get(key)
+        if not (isinstance(ent, list) and len(ent) == 2 and isinstance(ent[0], list) and isinstance(ent[1], list)):
+            return None
+        entries, stat_sig = self.entries, cachefile.stat_sig
+        for d in ent[0]:
+            listed = entries.get(d)
+            if not (isinstance(listed, list) and len(listed) == 3) or stat_sig(d) != listed[0]:
+                return None
+        for f in ent[1]:
+            if not (isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and (f[1] is None or isinstance(f[1], str))):
+                return None
+        used = self.used
+        for d in ent[0]:
+            used[d] = entries[d]
+        used[key] = ent
+        return ent[1]
+
+    def store_walk(self, key: str, visited: List[str], found: List[List[Any]]) -> None:
+        if self.entries.get(key) != [visited, found]:
+            self.dirty = True
+        self.used[key] = [visited, found]
+
     def save(self) -> None:
         """After a new listing: keep those of the directories this scan visited (others are dropped)."""
         if self.cache_dir and self.dirty:
@@ -86,25 +111,42 @@ class DirCache:
 
 def walk(root: str, max_depth: int, cache: DirCache) -> Iterator[Tuple[str, str]]:
     """(path, real path) of the candidate files under ``root``, depth first; a directory deeper
-    than ``max_depth`` is not entered.  WalkLimit after MAX_DIRS directories."""
+    than ``max_depth`` is not entered.  WalkLimit after MAX_DIRS directories.
+
+    A walk whose every directory was listed from the cache is stored whole (the directories in
+    order and the files found): the next walk of the root checks one stat per directory against
+    those listings and yields the stored files, without the per-directory work of the walk."""
+    key = "\0walk\0%s\0%d" % (root, max_depth)  # never a directory's path: those hold no NUL
+    stored = cache.whole_walk(key)
+    if stored is not None:
+        for path, real in stored:
+            yield path, (os.path.realpath(path) if real is None else real)
+        return
     stack: List[Tuple[str, str, int]] = [(root, os.path.realpath(root), 0)]
-    visited = 0
+    visited: List[str] = []
+    found: List[List[Any]] = []
+    whole = True  # every listing cacheable: the walk can be stored
     while stack:
         d, real_d, depth = stack.pop()
-        visited += 1
-        if visited > MAX_DIRS:
+        if len(visited) >= MAX_DIRS:
             raise WalkLimit("more than %d directories under %s: the rest were not examined" % (MAX_DIRS, root))
+        visited.append(d)
         got = cache.listing(d)
         if got is None:
+            whole = False
             continue
+        whole = whole and d in cache.used
         dirs, files = got
         d_, real_ = _slash(d), _slash(real_d)
         for name, is_link in files:
             path = d_ + name
+            found.append([path, None if is_link else real_ + name])
             yield path, (os.path.realpath(path) if is_link else real_ + name)
         if depth + 1 < max_depth:
             for name in dirs:
                 stack.append((d_ + name, real_ + name, depth + 1))
+    if whole:
+        cache.store_walk(key, visited, found)
 
 
 def _slash(d: str) -> str:

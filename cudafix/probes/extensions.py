@@ -120,19 +120,21 @@ class _Owners:
         self._records[site] = out
         return out
 
-    def owner(self, site: str, path: str) -> Tuple[Optional[str], Optional[str], str]:
+    def owner(self, site: str, path: str) -> Tuple[Optional[str], Optional[str], str, Optional[str]]:
+        """(dist, version, how it was found, the RECORD that lists ``path`` or None)."""
         rel = os.path.relpath(path, site)
         top = rel.split(os.sep, 1)[0]
         recs = self._load(site)
         # The dist named like the top-level package first (torchvision/ -> torchvision-*.dist-info).
         recs = sorted(recs, key=lambda r: _norm(r[1]) != _norm(top))
         for dirname, dist, version, files in recs:
+            record = os.path.join(site, dirname, "RECORD")
             if not files:
-                files.update(self._read_record(os.path.join(site, dirname, "RECORD")))
+                files.update(self._read_record(record))
                 files.add("")  # mark as read
             if rel in files:
-                return dist, version, "RECORD of %s" % dirname
-        return None, None, "no RECORD in %s lists it" % site
+                return dist, version, "RECORD of %s" % dirname, record
+        return None, None, "no RECORD in %s lists it" % site, None
 
     @staticmethod
     def _read_record(path: str) -> List[str]:
@@ -365,7 +367,15 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                     dirty = True
                 if facts is None:
                     continue
-                mod = _module(path, kind, root, facts, owners, prefix if conda else None, conda_cache)
+                owner = _cached_owner(ent, path, root)
+                if owner is None:
+                    owner, deps = _owner(path, kind, root, owners, prefix if conda else None, conda_cache)
+                    sigs = [[d, cachefile.stat_sig(d)] for d in deps]
+                    # an answer read while a dependency changes is not kept (as the listings: racy)
+                    if not cachefile.racy([sg for _d, sg in sigs], dirs.started_ns):
+                        ent["owner"] = [root, path, list(owner), sigs]
+                        dirty = True
+                mod = _module(path, kind, facts, owner)
                 if mod.torch_linked:
                     if torch_lib is None:
                         mod.unknown["torch_symbols"] = "no torch installed to check its torch symbols against"
@@ -406,8 +416,48 @@ def _listdir(d: str) -> List[str]:
         return []
 
 
-def _module(path: str, kind: str, root: str, facts: Dict[str, Any], owners: _Owners, prefix: Optional[str],
-            conda_cache: Dict[str, Tuple[str, str, str]]) -> ExtensionModule:
+Owner = Tuple[Optional[str], Optional[str], str]  # package, version, how it was found
+
+
+def _owner(path: str, kind: str, root: str, owners: _Owners, prefix: Optional[str],
+           conda_cache: Dict[str, Tuple[str, str, str]]) -> Tuple[Owner, List[str]]:
+    """Which package installed ``path``, and the paths whose stat_sig keeps that answer true: the
+    RECORD that lists it and ``root`` itself (installing or removing a dist adds or removes a
+    .dist-info there, so a second claimant or a new owner changes its mtime), or conda-meta/
+    (every conda install, update and removal adds or removes a record in it)."""
+    if kind == "torch extension cache":  # named by its build folder: the path is the whole answer
+        rel = os.path.relpath(path, root).split(os.sep)
+        return (rel[-2] if len(rel) >= 2 else os.path.splitext(os.path.basename(path))[0], None,
+                "torch extension cache %s (torch.utils.cpp_extension.load)" % os.path.join(root, *rel[:-1])), []
+    meta = [os.path.join(prefix, "conda-meta")] if prefix else []
+    if kind == "conda lib" and prefix:
+        return _conda_owner(prefix, path, conda_cache), meta
+    dist, version, via, record = owners.owner(root, path)
+    if dist is not None:
+        return (dist, version, via), [root, record] if record else [root]
+    if prefix:  # a conda package's module in site-packages, no RECORD
+        pkg, ver, cvia = _conda_owner(prefix, path, conda_cache)
+        if pkg:
+            return (pkg, ver, cvia), [root] + meta
+    return (None, None, via), [root] + meta
+
+
+def _cached_owner(ent: Dict[str, Any], path: str, root: str) -> Optional[Owner]:
+    """The owner a warm scan stored for this file, if every path it depends on is unchanged:
+    a stat each, no RECORD or conda-meta read."""
+    got = ent.get("owner")
+    if not (isinstance(got, list) and len(got) == 4 and got[0] == root and got[1] == path
+            and isinstance(got[2], list) and len(got[2]) == 3 and isinstance(got[3], list)):
+        return None
+    for item in got[3]:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)) \
+                or cachefile.stat_sig(item[0]) != item[1]:
+            return None
+    pkg, ver, via = got[2]
+    return (pkg if isinstance(pkg, str) else None, ver if isinstance(ver, str) else None, str(via))
+
+
+def _module(path: str, kind: str, facts: Dict[str, Any], owner: Owner) -> ExtensionModule:
     m = ExtensionModule(path=path, location=kind)
     m.sass = list(facts.get("sass") or ())
     m.ptx = list(facts.get("ptx") or ())
@@ -419,18 +469,7 @@ def _module(path: str, kind: str, root: str, facts: Dict[str, Any], owners: _Own
     m.cudart_via = str(facts.get("cudart_via") or "")
     m.unknown = dict(facts.get("unknown") or {})
     m.torch_linked = bool(facts.get("torch_needed") or facts.get("torch_syms"))
-    if kind == "conda lib" and prefix:
-        m.package, m.package_version, m.owner_via = _conda_owner(prefix, path, conda_cache)
-    elif kind == "torch extension cache":
-        rel = os.path.relpath(path, root).split(os.sep)
-        m.package = rel[-2] if len(rel) >= 2 else os.path.splitext(os.path.basename(path))[0]
-        m.owner_via = "torch extension cache %s (torch.utils.cpp_extension.load)" % os.path.join(root, *rel[:-1])
-    else:
-        m.package, m.package_version, m.owner_via = owners.owner(root, path)
-        if m.package is None and prefix:  # a conda package's module in site-packages, no RECORD
-            pkg, ver, via = _conda_owner(prefix, path, conda_cache)
-            if pkg:
-                m.package, m.package_version, m.owner_via = pkg, ver, via
+    m.package, m.package_version, m.owner_via = owner
     return m
 
 
