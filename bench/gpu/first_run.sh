@@ -8,7 +8,7 @@ set -u
 OUT=$1; EXT=$2; R=$PWD; PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
 START=$(date +%s); BUDGET=${BUDGET:-470}
-STEPS=" ${STEPS:-nccl fr640 direct fr320ext cmd fr640nc direct3 fr320nc fr320r5 direct320r5 status} "  # a subset, to split the runs over device calls
+STEPS=" ${STEPS:-nccl fr640 direct fr320ext cmd fr640nc direct3 fr320nc fr320r5 direct320r5 fr320r3b direct320x2 status} "  # a subset, to split the runs over device calls
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 step() {  # step NAME SECONDS CMD...: run with a timeout inside the budget, log its rc
   local name=$1 t=$2; shift 2
@@ -41,5 +41,11 @@ step fr320nc 150 env PYTHONPATH="$R" $PY -m cudafix verify --first-run --imgsz 3
 step fr320r5 200 env PYTHONPATH="$R" $PY -m cudafix verify --first-run --imgsz 320 --batch 8 --half --repeat 5 --no-compile \
   --json >"$OUT/fr320r5.json" 2>>"$OUT/log.txt"
 step direct320r5 200 $PY bench/gpu/first_run_direct.py "$OUT/direct320r5.json" /tmp/cfxext 5 320 benchmark,eager >>"$OUT/log.txt" 2>&1
+# the 320-pixel pair again with the direct program allocating the child's second input too
+step fr320r3b 120 env PYTHONPATH="$R" $PY -m cudafix verify --first-run --imgsz 320 --batch 8 --half --repeat 3 --no-compile \
+  --json >"$OUT/fr320r3b.json" 2>>"$OUT/log.txt"
+step direct320x2 200 env DIRECT_CHILD_WORKLOAD=1 $PY bench/gpu/first_run_direct.py "$OUT/direct320x2.json" /tmp/cfxext 5 320 \
+  benchmark >>"$OUT/log.txt" 2>&1
 step status 30 env PYTHONPATH="/tmp/cfxext:$R" $PY -m cudafix status >>"$OUT/machine.txt" 2>&1
 echo "total $(( $(date +%s) - START ))s" >>"$OUT/log.txt"
+find "$OUT" -maxdepth 1 -type f -empty -delete  # the skipped steps' redirections made them

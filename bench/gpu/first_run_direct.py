@@ -31,6 +31,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHILD_DIR = os.path.join(ROOT, "cudafix", "verify")
 
+# DIRECT_CHILD_WORKLOAD=1: seed the weights and allocate the second (4:3) input before the first
+# iteration, as verify's child does (the 2026-12-01 320-pixel pairs differed in the tuned first
+# iteration alone); unset, as every earlier recording ran
+SECOND = os.environ.get("DIRECT_CHILD_WORKLOAD") == "1"
+
 CODE = r"""
 import json, sys, time
 t0 = time.perf_counter()
@@ -43,10 +48,14 @@ t = time.perf_counter()
 torch.ones(1, device="cuda"); torch.cuda.synchronize()
 ctx = time.perf_counter() - t
 t = time.perf_counter()
+if %(second)s:
+    torch.manual_seed(0)
 m = build_detector(torch).to("cuda", torch.float16).eval()
 if %(compile)s:
     m = torch.compile(m)
 x = torch.randn(%(batch)d, 3, %(size)d, %(size)d, device="cuda", dtype=torch.float16)
+if %(second)s:
+    x2 = torch.randn(%(batch)d, 3, max(32, (%(size)d * 3 // 4) // 32 * 32), %(size)d, device="cuda", dtype=torch.float16)
 torch.cuda.synchronize()
 setup = time.perf_counter() - t
 with torch.inference_mode():
@@ -110,7 +119,8 @@ def main():
         return direct
 
     def model(case, rep, size, bench=False, comp=False, extra=None):
-        code = CODE % {"child_dir": CHILD_DIR, "bench": bench, "compile": comp, "batch": 8, "size": size}
+        code = CODE % {"child_dir": CHILD_DIR, "bench": bench, "compile": comp, "batch": 8, "size": size,
+                       "second": SECOND}
         env = dict(base, **(extra or {}))
         r = run(code, env)
         r.update(case=case, rep=rep, size=size)
