@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -265,12 +266,13 @@ def test_cache_hit_skips_examination(plain_modules, tmp_path, monkeypatch):
     assert [m.__dict__ for m in second.modules] == [m.__dict__ for m in first.modules]
 
 
+OLD_PLUS = time.time() - 1800  # a second "old" mtime, for a change made after the first aging
+
+
 def _aged(*paths, when=None) -> None:
     """mtimes outside the caches' racy window (cachefile.RACY_NS), as an installed env's are; the
     ctime a change gives each path stays, so the stat signature still tells the change."""
-    import time as _time
-
-    t = (when or _time.time() - 3600)
+    t = when or time.time() - 3600
     for p in paths:
         os.utime(str(p), (t, t))
 
@@ -325,9 +327,6 @@ def test_owner_is_cached_and_every_change_of_it_seen(plain_modules, tmp_path, mo
     _aged(d2 / "RECORD", when=OLD_PLUS - 60)
     assert _truth_owner(site, "myops/_C.so") == []
     assert owner() == (None, None)
-
-
-OLD_PLUS = __import__("time").time() - 1800
 
 
 def test_torch_extension_cache_dir_scanned(plain_modules, tmp_path):
