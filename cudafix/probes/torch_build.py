@@ -2,7 +2,7 @@
 
 Per sys.path entry (in order, so the first is the one ``import torch`` picks):
 - the package dir ``torch/`` and its ``version.py`` (``__version__``, ``cuda``, ``hip``,
-  ``git_version``), parsed with ``ast`` (never executed);
+  ``git_version``), read as ``ast`` reads it, never executed (cudafix/probes/versionpy.py);
 - the ``torch-*.dist-info`` / ``*.egg-info`` metadata (Version, Requires-Dist, INSTALLER);
 - the env's ``conda-meta/pytorch-<ver>-<build>.json`` record (build string, channel, depends);
 - the device code in ``torch/lib/libtorch_cuda*.so`` (via cudafix.probes.fatbin.scan_fatbin).
@@ -13,7 +13,6 @@ Metadata without a package dir (a half-removed install) is listed after the real
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -26,6 +25,7 @@ from cudafix.probes.packages import (
     path_locations,
     read_conda_records,
 )
+from cudafix.probes.versionpy import parse_version_py
 from cudafix.model import versions
 from cudafix.model.snapshot import AllocConfKeys, ArchCoverage, CondaPackage, PythonDist, TorchBuild, TorchvisionBuild
 from cudafix.model import cuda as cudaver
@@ -45,32 +45,6 @@ _NO_DEVICE_CODE = frozenset(("libcaffe2_nvrtc.so",))
 
 
 # -- pure parsers -------------------------------------------------------------------------------
-
-
-def parse_version_py(text: str) -> Dict[str, object]:
-    """Literal top-level assignments of a version.py (``x = 'a'``, ``cuda: Optional[str] = '13.0'``).
-
-    Never executes anything: values that are not literals are skipped.
-    """
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return {}
-    out = {}  # type: Dict[str, object]
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if not isinstance(target, ast.Name):
-            continue
-        try:
-            out[target.id] = ast.literal_eval(value)
-        except (ValueError, SyntaxError, TypeError):
-            continue
-    return out
 
 
 def parse_metadata(text: str) -> Dict[str, List[str]]:
