@@ -1,6 +1,7 @@
 """cudafix.cli.deferred under every real CPython 3.8+ on this machine: `status` and `check`
 print what they print with inspect imported up front (the truth: the same command without the
-stand-in), import none of inspect's modules on 3.8-3.11, and leave a working ``inspect``."""
+stand-in), import none of inspect's modules on 3.8-3.11 and never typing, and leave a working
+``inspect``."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ with contextlib.redirect_stdout(buf):
         rc = fast.fast_main(sys.argv[2:])
     except SystemExit as e:
         rc = e.code
-loaded = sorted(m for m in ("inspect", "ast", "dis", "tokenize") if m in sys.modules)
+loaded = sorted(m for m in ("inspect", "ast", "dis", "tokenize", "typing") if m in sys.modules)
 stand_in = type(sys.modules.get("inspect")).__name__ == "_Deferred"
 print(json.dumps({"rc": rc, "out": buf.getvalue(), "loaded": loaded, "stand_in_left": stand_in}))
 """
@@ -58,13 +59,16 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("python", INTERPRETERS, ids=os.path.basename)
-@pytest.mark.parametrize("argv", [["status", "--json"], ["status"], ["check", "--json"]], ids=" ".join)
+@pytest.mark.parametrize("argv", [["status", "--json"], ["status"], ["status", "-v"], ["check"], ["check", "--json"]],
+                         ids=" ".join)
 def test_output_as_with_inspect_imported_first(python, argv, tmp_path):
     truth = _run(python, "inspect-first", argv, tmp_path)
     got = _run(python, "deferred", argv, tmp_path)
     assert got["rc"] == truth["rc"]
     assert _same(got["out"], truth["out"]), (got["out"][:400], truth["out"][:400])
     assert not got["stand_in_left"]
+    # typing: the modules on this path import it for the type checker only (issue 23)
+    assert "typing" not in got["loaded"]
     if _version(python) < (3, 12):
         assert got["loaded"] == [], "inspect's modules were imported: %s" % got["loaded"]
 

@@ -17,7 +17,9 @@ the table and the modules' ``COMMANDS`` lists agree.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 # command name -> module whose COMMANDS list defines it (in `--help` order: sorted anyway)
 COMMAND_MODULES: Dict[str, str] = {

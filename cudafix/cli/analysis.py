@@ -14,7 +14,10 @@ import functools
 import json
 import os
 import sys
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from cudafix.model.findings import ERROR, WARNING, RuleRun
 from cudafix.model.snapshot import Snapshot, SnapshotError

@@ -17,7 +17,10 @@ wildcards in arguments there).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Mapping, Optional, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Mapping, Optional, Sequence
 
 COMMANDS = ("status", "check")
 # option -> (the key click gives the command, repeatable?)

@@ -9,7 +9,9 @@ it is uncertain and only reported.
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple
 
 from cudafix.knowledge import alloc_syntax
 from cudafix.knowledge import (

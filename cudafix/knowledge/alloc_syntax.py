@@ -20,7 +20,10 @@ Every verdict here is compared with torch's own parser on real builds in docs/al
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Optional, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, List, Optional, Sequence
 
 from cudafix.model.record import record
 from cudafix.model.lazyre import lazy_re

@@ -14,8 +14,12 @@ Arch numbers: ``sm_XY`` -> X = n // 10, Y = n % 10 (sm_90 -> 9.0, sm_120 -> 12.0
 
 from __future__ import annotations
 
+import collections
 import re
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from cudafix.model.record import record
 from cudafix.model.lazyre import lazy_re
@@ -100,9 +104,12 @@ def ptx_runs_on(ptx: str, cc: str) -> bool:
     return (a.major, a.minor) <= (major, minor)
 
 
-class Fit(NamedTuple):
-    kind: str  # "sass" | "ptx" | "none"
-    entry: Optional[str]  # the sm_/compute_ entry used (the best one), None for "none"
+if TYPE_CHECKING:
+    class Fit(NamedTuple):
+        kind: str  # "sass" | "ptx" | "none"
+        entry: Optional[str]  # the sm_/compute_ entry used (the best one), None for "none"
+else:  # the same tuple without importing typing at run time (issue 23)
+    Fit = collections.namedtuple("Fit", ("kind", "entry"))
 
 
 def fit(sass: Sequence[str], ptx: Sequence[str], cc: str) -> Fit:

@@ -20,7 +20,9 @@ have no answer here: the rule says unknown for them.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
 
 from cudafix.knowledge import DERIVED, PRIMARY
 from cudafix.model.record import record

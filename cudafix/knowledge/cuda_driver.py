@@ -9,7 +9,10 @@
 from __future__ import annotations
 
 import re
-from typing import Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
 
 from cudafix.knowledge import (
     DERIVED,

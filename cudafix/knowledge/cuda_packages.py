@@ -12,7 +12,10 @@ channel's CUDA selector, https://pytorch.org/get-started/previous-versions/).
 from __future__ import annotations
 
 import re
-from typing import Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
 
 # pip: "nvidia-cublas-cu12" -> ("nvidia-cublas", 12): the library family and its CUDA major
 PIP_CUDA_SUFFIX = re.compile(r"^(.*)-cu(\d+)$")

@@ -19,7 +19,9 @@ docs/env-vars.md is generated from this table (``python -m tools.env_vars_doc``)
 
 from __future__ import annotations
 
-from typing import Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Tuple
 
 from cudafix.model.record import record
 

@@ -11,7 +11,11 @@ different compute capabilities make the generator fail (tools/gpu_names.py).
 from __future__ import annotations
 
 import re
-from typing import List
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List
+
 from cudafix.model.lazyre import lazy_re
 
 # Words that never decide the chip (a 4080 laptop GPU is an AD104, the desktop one an AD103:

@@ -9,7 +9,10 @@ GPU_CC below; a miss answers None (unknown), and --assume-gpu suggests the neare
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 from cudafix.knowledge import (
     DERIVED,

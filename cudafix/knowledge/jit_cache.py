@@ -12,7 +12,9 @@ the probe records no size for it (never an assumed one), and status says so.
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
 
 ENV_DOC = "https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-variables.html"
 MAX_BYTES = 4294967296

@@ -19,7 +19,10 @@ Source: NCCL User Guide, "Environment Variables"
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Sequence, Tuple
 
 from cudafix.model.record import record
 

@@ -6,7 +6,9 @@ Arch lists are TORCH_CUDA_ARCH_LIST strings: "X.Y" = SASS sm_XY, "X.Y+PTX" = als
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 from cudafix.knowledge import (
     INFERRED,

@@ -9,7 +9,9 @@ https://pytorch.org/get-started/previous-versions/).
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
 
 
 def version_text(v: int) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from cudafix.model.fixes import Fix
 from cudafix.model.record import record
@@ -81,7 +83,8 @@ class Finding:
         )
 
 
-Check = Callable[[Snapshot], Iterable[Outcome]]
+if TYPE_CHECKING:  # an annotation only: typing is not imported at run time (issue 23)
+    Check = Callable[[Snapshot], Iterable[Outcome]]
 
 
 @record(frozen=True)

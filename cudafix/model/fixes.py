@@ -9,7 +9,10 @@ absolute path just before torch, so a loaded soname satisfies later lookups).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 from cudafix.model.record import record
 

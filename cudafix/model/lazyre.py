@@ -10,7 +10,10 @@ never passed to the ``re`` module's functions.
 from __future__ import annotations
 
 import re
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class LazyPattern:

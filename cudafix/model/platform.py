@@ -4,7 +4,10 @@ Windows (what `import torch` will do with its DLLs).  docs/wsl.md, docs/windows.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 from cudafix.model.record import record
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-import typing
-from typing import Any, Dict, List, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional
 
 from cudafix.model.platform import WindowsInfo, WslInfo
 from cudafix.model.record import asdict as record_asdict
@@ -430,26 +432,34 @@ _HINTS: Dict[type, Dict[str, Any]] = {}
 
 def _hints(cls: type) -> Dict[str, Any]:
     if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))  # its own module (model.platform too)
+        import typing  # only to read a snapshot: `status` on this machine builds one without it (issue 23)
+
+        # the annotations' names: typing's (the modules import them for the type checker only)
+        # and the class's own module's (model.platform too)
+        names = dict(vars(typing))
+        names.update(vars(sys.modules[cls.__module__]))
+        _HINTS[cls] = typing.get_type_hints(cls, names)
     return _HINTS[cls]
 
 
 def _convert(tp: Any, value: Any) -> Any:
+    import typing  # a dict lookup: _hints imported it
+
     origin = getattr(tp, "__origin__", None)
     args = getattr(tp, "__args__", ()) or ()
     if value is None:
-        if tp is Any or (origin is typing.Union and type(None) in args):
+        if tp is typing.Any or (origin is typing.Union and type(None) in args):
             return None
         # null where the model has no None: every reader would crash on it (a malformed file)
         raise SnapshotError("expected %s, got null" % (getattr(tp, "__name__", None) or tp))
     if origin is typing.Union:  # Optional[X]
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], value) if len(inner) == 1 else value
-    if origin in (list, List):
+    if origin in (list, typing.List):
         if not isinstance(value, list):
             raise SnapshotError("expected a list, got %r" % type(value).__name__)
         return [_convert(args[0], v) for v in value] if args else list(value)
-    if origin in (dict, Dict):
+    if origin in (dict, typing.Dict):
         if not isinstance(value, dict):
             raise SnapshotError("expected an object, got %r" % type(value).__name__)
         return {k: _convert(args[1], v) for k, v in value.items()} if args else dict(value)

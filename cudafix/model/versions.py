@@ -10,7 +10,11 @@ path never parses versions.
 from __future__ import annotations
 
 import re
-from typing import Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional, Tuple
+
 from cudafix.model.lazyre import lazy_re
 
 _LEADING = lazy_re(r"^\s*v?(\d+(?:\.\d+)*)")

@@ -18,7 +18,9 @@ Pure functions over the snapshot's GPU list: the GPU probe and the rules both us
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple
 
 from cudafix.model.record import record
 from cudafix.model.snapshot import GPU

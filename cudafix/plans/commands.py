@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Dict, List, Optional, Sequence, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Sequence, Tuple
 
 from cudafix.knowledge import version_tuple
 from cudafix.knowledge import torch_builds as tb

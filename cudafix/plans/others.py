@@ -13,7 +13,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from cudafix.knowledge import cuda_packages, version_tuple
 from cudafix.knowledge.cuda_packages import normalize
@@ -22,7 +25,8 @@ from cudafix.model.snapshot import Snapshot
 from cudafix.plans.commands import OTHER, SHELL, UNINSTALL, Step, env_line, quote_argv
 
 POINTER = "cudafix fix"  # rules point here instead of printing install commands themselves
-Answers = Dict[Tuple[str, str], str]
+if TYPE_CHECKING:  # an annotation only: typing is not imported at run time (issue 23)
+    Answers = Dict[Tuple[str, str], str]
 
 
 def ext_package(snap: Snapshot, f: Finding) -> Optional[str]:

@@ -19,7 +19,10 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from cudafix.knowledge import cuda_driver, version_tuple
 from cudafix.knowledge.cuda_packages import normalize

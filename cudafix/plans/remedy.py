@@ -21,7 +21,9 @@ before minor-compat, the installed CUDA major before another, then the newest CU
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Sequence, Tuple
 
 from cudafix.knowledge import cuda_driver, major_minor, version_tuple
 from cudafix.knowledge import torch_builds as tb

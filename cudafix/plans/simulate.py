@@ -11,7 +11,10 @@ loader resolutions of the old install are dropped too (they describe files that 
 from __future__ import annotations
 
 import copy
-from typing import Collection, Dict, Optional, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Collection, Dict, Optional, Sequence
 
 from cudafix.knowledge import torch_builds as tb
 from cudafix.knowledge.cuda_packages import normalize

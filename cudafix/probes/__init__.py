@@ -10,7 +10,10 @@ import json
 import os
 import sys
 import sysconfig
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from cudafix import __version__
 from cudafix.model.snapshot import PythonInfo, Snapshot

@@ -25,7 +25,10 @@ Results are cached per library by (realpath, size, mtime_ns) and per name.
 from __future__ import annotations
 
 import os
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from cudafix.model.snapshot import AllocConfKeys
 from cudafix.probes.elf import ElfError, open_regular, read_elf

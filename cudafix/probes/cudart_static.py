@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import List, Optional, Set, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Set, Tuple
 
 from cudafix.probes.elf import EM_X86_64, ElfError, open_regular, read_elf
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from cudafix.store import cachefile
 
@@ -32,7 +35,8 @@ class WalkLimit(Exception):
     pass
 
 
-Listing = Tuple[List[str], List[List[Any]]]  # (subdirectory names, [file name, is a symlink])
+if TYPE_CHECKING:  # an annotation only: typing is not imported at run time (issue 23)
+    Listing = Tuple[List[str], List[List[Any]]]  # (subdirectory names, [file name, is a symlink])
 
 
 class DirCache:

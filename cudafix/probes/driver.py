@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import List, Mapping, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Mapping, Optional, Tuple
 
 from cudafix.probes.host import join_root, read_text
 from cudafix.probes.fwdnote import read_fwd_note

@@ -13,7 +13,10 @@ import dataclasses
 import os
 import stat
 import struct
-from typing import Dict, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 from cudafix.model.record import record
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from cudafix.model.record import record
 from cudafix.probes.elf import ElfError, ElfFile, open_regular, read_elf

@@ -7,7 +7,10 @@ Only variables that are set are recorded; an empty value is kept as "" (distinct
 from __future__ import annotations
 
 import os
-from typing import Dict, Mapping, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Mapping, Optional, Tuple
 
 from cudafix.knowledge import env_vars, jit_cache
 from cudafix.model.snapshot import JitCache

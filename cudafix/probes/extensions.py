@@ -29,7 +29,10 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import ExtensionInfo, ExtensionModule
 from cudafix.probes import elfsym
@@ -416,7 +419,8 @@ def _listdir(d: str) -> List[str]:
         return []
 
 
-Owner = Tuple[Optional[str], Optional[str], str]  # package, version, how it was found
+if TYPE_CHECKING:  # an annotation only: typing is not imported at run time (issue 23)
+    Owner = Tuple[Optional[str], Optional[str], str]  # package, version, how it was found
 
 
 def _owner(path: str, kind: str, root: str, owners: _Owners, prefix: Optional[str],

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Dict, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Optional, Tuple
 
 from cudafix.store import cachefile
 from cudafix.probes.elf import ElfError, open_regular, read_elf

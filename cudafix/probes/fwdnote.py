@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, List, Optional, Tuple
 
 from cudafix.model.snapshot import FwdCompatNote
 from cudafix.probes.elf import read_section

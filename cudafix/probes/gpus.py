@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Dict, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 from cudafix.probes.host import join_root, read_text
 from cudafix.model.snapshot import GPU, GPUInfo

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Dict, Optional, Sequence, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Optional, Sequence, Tuple
 
 # Files the probes read as text are small (version files, /proc entries, metadata).  Anything
 # larger is read only up to this many bytes: a bogus multi-GB "version.json" must not stall us.

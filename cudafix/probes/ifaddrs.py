@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple
 
 from cudafix.probes.host import describe_oserror, join_root
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
-from typing import Dict, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Tuple
 
 from cudafix.model.record import record
 from cudafix.probes.elf import ElfError, open_regular

@@ -15,7 +15,10 @@ import json
 import os
 import sys
 import time
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from cudafix import __version__
 from cudafix.model.snapshot import LibraryInfo, LibraryResolution

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Optional, Set, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Set, Tuple
 
 from cudafix.probes.loaderfs import REAL, FileSystem
 

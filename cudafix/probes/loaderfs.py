@@ -18,7 +18,10 @@ import glob
 import os
 import re
 import stat
-from typing import Dict, IO, List, Optional, Set, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, IO, List, Optional, Set, Tuple
 
 from cudafix.probes.elf import MULTIARCH_TRIPLETS, ElfFile, read_elf
 from cudafix.probes.host import machine_path, open_regular

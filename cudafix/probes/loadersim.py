@@ -28,7 +28,10 @@ import collections
 import os
 import re
 import sys
-from typing import Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from cudafix.probes.elf import MULTIARCH_TRIPLETS, ElfFile, default_lib_token, expand_dst, split_path_list
 from cudafix.probes.ldcache import LdCache

@@ -11,7 +11,10 @@ spec.nodeName).  Devices: /sys/class/net (socket interfaces, NCCL_SOCKET_IFNAME)
 from __future__ import annotations
 
 import os
-from typing import List, Mapping, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import NodeInfo
 from cudafix.probes.host import describe_oserror, join_root

@@ -7,7 +7,10 @@ import json
 import os
 import re
 import time
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from cudafix.knowledge import cuda_packages
 from cudafix.model.record import record

@@ -12,7 +12,10 @@ no PCI device for the GPU but /dev/dxg, its GPU paravirtualisation device
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Tuple
 
 from cudafix.model.snapshot import Hardware, PciDevice
 from cudafix.probes.host import describe_oserror, join_root, read_text

@@ -16,7 +16,10 @@ import json
 import os
 import re
 import stat
-from typing import Dict, List, Mapping, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Mapping, Optional, Tuple
 
 from cudafix.knowledge import cuda_packages
 from cudafix.probes import packages

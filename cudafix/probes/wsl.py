@@ -16,7 +16,10 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import List, Mapping, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Mapping, Optional, Tuple
 
 from cudafix.model.platform import WslFile, WslInfo
 from cudafix.probes.host import join_root, read_text

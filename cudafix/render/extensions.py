@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Sequence, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Sequence, Tuple
 
 from cudafix.model.findings import ERROR, UNKNOWN, WARNING, RuleRun
 from cudafix.model.snapshot import ExtensionModule, Snapshot

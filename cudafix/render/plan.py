@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from typing import List
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List
 
 from cudafix.plans.planner import INSTALL, OTHER, SHELL, UNINSTALL, FixPlan
 

@@ -7,7 +7,9 @@ without NO_COLOR), so tests can render both forms.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional, Sequence
 
 from cudafix.model.findings import ERROR, WARNING, RuleRun
 from cudafix.model.snapshot import Snapshot

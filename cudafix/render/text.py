@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING
 from cudafix.model.lazyre import lazy_re

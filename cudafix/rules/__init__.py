@@ -6,7 +6,9 @@ order.  Rules are pure functions of the Snapshot.
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Tuple
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, List, Optional, Tuple
 
 from cudafix.model.findings import UNKNOWN, Finding, Outcome, Rule, RuleRun
 from cudafix.model.snapshot import Snapshot

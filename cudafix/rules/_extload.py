@@ -8,7 +8,10 @@ elf/dl-deps.c, elf/dl-lookup.c; the facts: cudafix.probes.extload, cudafix.probe
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional
 
 from cudafix.model.snapshot import ExtensionModule, Snapshot
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import List, Optional, Sequence, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import List, Optional, Sequence, Tuple
 
 from cudafix.model.findings import OK, PROBLEM, UNKNOWN, Outcome
 from cudafix.knowledge import cuda_driver

@@ -5,7 +5,10 @@ https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/environment-va
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Iterable, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Iterable, List, Optional, Tuple
 
 from cudafix.model.findings import ERROR, INFO, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, UNSET, EnvOp, EnvPatch, Fix

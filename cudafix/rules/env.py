@@ -4,7 +4,9 @@ the reports each rule cites, docs/rules.md; H200 measurements, docs/gpu.md)."""
 
 from __future__ import annotations
 
-from typing import Iterable, List
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, List
 
 from cudafix.knowledge import measured
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule

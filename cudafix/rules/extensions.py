@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Iterable, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, List, Optional, Tuple
 
 from cudafix.knowledge import arch as karch
 from cudafix.knowledge import gpus as kgpus

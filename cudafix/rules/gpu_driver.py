@@ -6,7 +6,9 @@ Independent of torch: it is judged in an env without torch and in what-if mode
 
 from __future__ import annotations
 
-from typing import Iterable, List
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, List
 
 from cudafix.knowledge import arch_drivers as ad
 from cudafix.knowledge import cuda_driver

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Callable, Iterable, List
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Iterable, List
 
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload

@@ -6,7 +6,9 @@ Rules that compare nodes with each other live with `cudafix fleet` (cudafix/flee
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, List, Optional
 
 from cudafix.knowledge import nccl as kn
 from cudafix.model.findings import DISTRIBUTED, ERROR, INFO, WARNING, Outcome, Rule

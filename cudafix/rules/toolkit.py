@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Iterable, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, List, Optional, Tuple
 
 from cudafix.model.findings import BUILD, ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, EnvOp, EnvPatch, Fix

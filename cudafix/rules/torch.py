@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from typing import Dict, Iterable, List, Optional, Tuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, Iterable, List, Optional, Tuple
 
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule
 from cudafix.model.fixes import SET, UNSET, EnvOp, EnvPatch, Fix

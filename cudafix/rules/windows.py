@@ -4,7 +4,9 @@ Windows is cpu-only-torch's finding (rules/torch.py), its command the plan's (cu
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, List, Optional
 
 from cudafix.knowledge import windows as K
 from cudafix.model.findings import ERROR, WARNING, Outcome, Rule

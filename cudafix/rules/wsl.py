@@ -7,7 +7,10 @@ probed (an older cudafix).  None of them ever asks for a Linux kernel module on 
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Optional
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, List, Optional
 
 from cudafix.model.findings import BUILD, ERROR, INFO, WARNING, Outcome, Rule
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
