@@ -164,3 +164,68 @@ def test_a_change_deep_down_ends_the_stored_walk(tmp_path):
     assert {x for x in got if os.path.isfile(x[1])} == _truth(root, 4)
     assert ("%s/d/e/f/libdeep2.so" % root, "%s/d/e/f/libdeep2.so" % root) in got
     assert _walk(root, cache) == got
+
+
+def _loads(monkeypatch):
+    """The cache files each DirCache reads, in order."""
+    read = []
+    real = dirwalk.cachefile.load
+    monkeypatch.setattr(dirwalk.cachefile, "load", lambda d, name, v: read.append(name) or real(d, name, v))
+    return read
+
+
+def test_warm_walk_reads_the_walks_file_alone(tmp_path, monkeypatch):
+    """A warm scan parses the stored walks only; the listings file (the larger one) is read when
+    a walk misses, and that scan lists only the directory that changed."""
+    root = _tree(tmp_path / "site")
+    _age(root)
+    cache = str(tmp_path / "cache")
+    cold = _walk(root, cache)
+    read = _loads(monkeypatch)
+    assert _walk(root, cache) == cold
+    assert read == [dirwalk.WALKS_FILE]
+    del read[:]
+    open(os.path.join(root, "a", "libnew.so"), "wb").close()
+    os.utime(os.path.join(root, "a"), (OLD + 60, OLD + 60))
+    n = _Count(monkeypatch)
+    got = _walk(root, cache)
+    assert read == [dirwalk.WALKS_FILE, dirwalk.DIRS_FILE] and n.n == 1
+    assert {x for x in got if os.path.isfile(x[1])} == _truth(root, 4)
+
+
+def test_a_whole_walk_keeps_its_listings_when_another_walk_is_stored(tmp_path, monkeypatch):
+    """Two roots: the scan that re-walks one (a change in it) and takes the other whole writes
+    the listings file; the listings of the whole walk stay in it, so that when that root changes
+    in turn only its changed directory is listed again."""
+    one, two = _tree(tmp_path / "one"), _tree(tmp_path / "two")
+    _age(str(tmp_path))
+    cache = str(tmp_path / "cache")
+
+    def both():
+        c = dirwalk.DirCache(cache, extensions.is_shared_object_name)
+        got = list(dirwalk.walk(one, 4, c)) + list(dirwalk.walk(two, 4, c))
+        c.save()
+        return got
+
+    both()
+    open(os.path.join(two, "a", "libnew.so"), "wb").close()
+    os.utime(os.path.join(two, "a"), (OLD + 60, OLD + 60))
+    both()  # one: whole; two: walked again from its listings, stored
+    open(os.path.join(one, "d", "libnew.so"), "wb").close()
+    os.utime(os.path.join(one, "d"), (OLD + 60, OLD + 60))
+    n = _Count(monkeypatch)
+    got = both()
+    assert n.n == 1
+    assert {x for x in got if os.path.isfile(x[1])} == _truth(one, 4) | _truth(two, 4)
+
+
+def test_a_stale_or_foreign_walks_file_is_a_miss(tmp_path):
+    """A walks file of another shape (an older cudafix, a damaged file) is read as no stored walk."""
+    root = _tree(tmp_path / "site")
+    _age(root)
+    cache = str(tmp_path / "cache")
+    cold = _walk(root, cache)
+    key = "\0walk\0%s\0%d" % (root, 4)
+    for bad in ([["x"], [], []], [[root], [[1, 2]], []], [[root], [None], [["p"]]], "x", [[], [], [["p", 3]]]):
+        dirwalk.cachefile.store(cache, dirwalk.WALKS_FILE, dirwalk.WALKS_VERSION, {key: bad})
+        assert sorted(_walk(root, cache)) == sorted(cold)

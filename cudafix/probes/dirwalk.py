@@ -7,6 +7,10 @@ and a type check per entry.  A listing whose directory changed within ``cachefil
 the scan is not stored (a change in the same timestamp tick could keep the mtime equal).  A
 file rewritten in place keeps its directory's mtime: the caller stats every file it yields.
 
+A walk that met no racy directory is stored whole, in a file of its own: the directories in order
+with the stat each had, and the files found.  The next walk of the root is one stat per directory
+against that file; the listings (a larger file) are read only when one of the stats differs.
+
 Real paths are derived, not resolved: the walk never enters a symlinked directory, so below its
 root a path's real form is the root's realpath joined with the same names; only a symlinked
 file is resolved with ``os.path.realpath``.
@@ -23,8 +27,10 @@ if TYPE_CHECKING:
 
 from cudafix.store import cachefile
 
-DIRS_FILE = "extensions-dirs.json"
-DIRS_VERSION = 1
+DIRS_FILE = "extensions-dirs.json"  # each directory's listing, read only when a stored walk misses
+DIRS_VERSION = 2  # 1 held the walks too
+WALKS_FILE = "extensions-walks.json"  # the stored walks, with each directory's stat: all a warm scan reads
+WALKS_VERSION = 1
 MAX_DIRS = 20000  # directories visited per root: a bound on the walk of a huge PYTHONPATH entry
 
 # Never entered: torch's and NVIDIA's own trees (other probes read them), metadata, sources.
@@ -40,15 +46,28 @@ if TYPE_CHECKING:  # an annotation only: typing is not imported at run time (iss
 
 
 class DirCache:
-    """Directory listings of one env's scans, in its cache dir (none: every directory is read)."""
+    """Directory listings and whole walks of one env's scans, in its cache dir (none: every
+    directory is read).  The walks (each directory visited with its stat, and the files found)
+    are one file, the listings another, read only when a walk misses: a warm scan of the H200
+    image's env parsed 390 KB of listings to use their stats alone (docs/benchmarks.md)."""
 
     def __init__(self, cache_dir: Optional[str], is_candidate: Callable[[str], bool]) -> None:
         self.cache_dir = cache_dir
         self.is_candidate = is_candidate
-        self.entries: Dict[str, Any] = cachefile.load(cache_dir, DIRS_FILE, DIRS_VERSION) if cache_dir else {}
-        self.used: Dict[str, Any] = {}
-        self.dirty = False
+        self.walks: Dict[str, Any] = cachefile.load(cache_dir, WALKS_FILE, WALKS_VERSION) if cache_dir else {}
+        self._entries: Optional[Dict[str, Any]] = None
+        self.used: Dict[str, Any] = {}  # listings this scan used or made
+        self.used_walks: Dict[str, Any] = {}
+        self.dirty = False  # a listing to store
+        self.dirty_walks = False
         self.started_ns = time.time_ns()
+
+    @property
+    def entries(self) -> Dict[str, Any]:
+        """The stored listings (read on first use)."""
+        if self._entries is None:
+            self._entries = cachefile.load(self.cache_dir, DIRS_FILE, DIRS_VERSION) if self.cache_dir else {}
+        return self._entries
 
     def listing(self, d: str) -> Optional[Listing]:
         """Subdirectories worth entering and candidate files of ``d``; None when unreadable."""
@@ -83,33 +102,41 @@ class DirCache:
         return dirs, files
 
     def whole_walk(self, key: str) -> Optional[List[List[Any]]]:
-        """The files of a stored walk whose directories all still have their listed stat; None
-        when any changed (or none is stored).  Marks what it used as this scan's."""
-        ent = self.entries.get(key)
-        if not (isinstance(ent, list) and len(ent) == 2 and isinstance(ent[0], list) and isinstance(ent[1], list)):
+        """The files of a stored walk whose directories all still have their stored stat; None
+        when any changed (or none is stored).  Marks it as this scan's."""
+        ent = self.walks.get(key)
+        if not (isinstance(ent, list) and len(ent) == 3 and all(isinstance(x, list) for x in ent)
+                and len(ent[0]) == len(ent[1])):
             return None
-        entries, stat_sig = self.entries, cachefile.stat_sig
-        for d in ent[0]:
-            listed = entries.get(d)
-            if not (isinstance(listed, list) and len(listed) == 3) or stat_sig(d) != listed[0]:
+        stat_sig = cachefile.stat_sig
+        for d, sig in zip(ent[0], ent[1]):
+            if not isinstance(d, str) or stat_sig(d) != sig:
                 return None
-        for f in ent[1]:
+        for f in ent[2]:
             if not (isinstance(f, list) and len(f) == 2 and isinstance(f[0], str) and (f[1] is None or isinstance(f[1], str))):
                 return None
-        used = self.used
-        for d in ent[0]:
-            used[d] = entries[d]
-        used[key] = ent
-        return ent[1]
+        self.used_walks[key] = ent
+        return ent[2]
 
     def store_walk(self, key: str, visited: List[str], found: List[List[Any]]) -> None:
-        if self.entries.get(key) != [visited, found]:
-            self.dirty = True
-        self.used[key] = [visited, found]
+        """A walk each of whose directories has its listing in ``used`` (from the cache or new, not racy)."""
+        ent = [visited, [self.used[d][0] for d in visited], found]
+        if self.walks.get(key) != ent:
+            self.dirty_walks = True
+        self.used_walks[key] = ent
 
     def save(self) -> None:
-        """After a new listing: keep those of the directories this scan visited (others are dropped)."""
-        if self.cache_dir and self.dirty:
+        """Keep the walks and listings of what this scan visited (others are dropped), each file
+        only when something in it is new."""
+        if not self.cache_dir:
+            return
+        if self.dirty or self.dirty_walks:
+            cachefile.store(self.cache_dir, WALKS_FILE, WALKS_VERSION, self.used_walks)
+        if self.dirty:
+            for visited, _sigs, _found in self.used_walks.values():  # a stored walk's listings: kept for when it misses
+                for d in visited:
+                    if d not in self.used and d in self.entries:
+                        self.used[d] = self.entries[d]
             cachefile.store(self.cache_dir, DIRS_FILE, DIRS_VERSION, self.used)
 
 
@@ -117,9 +144,9 @@ def walk(root: str, max_depth: int, cache: DirCache) -> Iterator[Tuple[str, str]
     """(path, real path) of the candidate files under ``root``, depth first; a directory deeper
     than ``max_depth`` is not entered.  WalkLimit after MAX_DIRS directories.
 
-    A walk whose every directory was listed from the cache is stored whole (the directories in
-    order and the files found): the next walk of the root checks one stat per directory against
-    those listings and yields the stored files, without the per-directory work of the walk."""
+    A walk whose every listing could be stored is stored whole (the directories in order with
+    their stats, and the files found): the next walk of the root checks one stat per directory
+    against it and yields the stored files, without reading a listing."""
     key = "\0walk\0%s\0%d" % (root, max_depth)  # never a directory's path: those hold no NUL
     stored = cache.whole_walk(key)
     if stored is not None:
