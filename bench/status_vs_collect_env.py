@@ -209,7 +209,9 @@ def main(argv=None):
     for label, s in (("cudafix status --json (warm cache)", s_warm), ("cudafix status --json (cold cache)", s_cold),
                      ("python -m torch.utils.collect_env", s_coll),
                      ("floor: python -c pass", summarise(floors["bare"])),
-                     ("floor: python -c 'import click'", summarise(floors["click"]))):
+                     # an env without click (cudafix's status/check never import it) times a failed import
+                     ("floor: python -c 'import click'" if all(r["rc"] == 0 for r in floors["click"])
+                      else "floor: 'import click' (not installed)", summarise(floors["click"]))):
         print("%-36s %10.3f %10.3f %10.3f %12.1f" % (label, s["median_s"], s["min_s"], s["max_s"], s["peak_mib"]))
     if other:
         s_other = summarise(other)
