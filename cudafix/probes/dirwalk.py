@@ -48,8 +48,8 @@ if TYPE_CHECKING:  # an annotation only: typing is not imported at run time (iss
 class DirCache:
     """Directory listings and whole walks of one env's scans, in its cache dir (none: every
     directory is read).  The walks (each directory visited with its stat, and the files found)
-    are one file, the listings another, read only when a walk misses: a warm scan of the H200
-    image's env parsed 390 KB of listings to use their stats alone (docs/benchmarks.md)."""
+    are one file, the listings another, read only when a walk misses: a warm scan of the rich
+    venv of docs/benchmarks.md parsed a 394 KB file that held both, to use 1,096 stats of it."""
 
     def __init__(self, cache_dir: Optional[str], is_candidate: Callable[[str], bool]) -> None:
         self.cache_dir = cache_dir

@@ -6,15 +6,17 @@ takes, skip everything else (compound statements included), nothing executed; a 
 not parse gives ``{}``.
 
 Importing ``ast`` and parsing costs 1-4 ms of every `cudafix status` (torch's and torchvision's
-version.py are read on every run; issue 23), so the files of the shape torch and torchvision
-write (docs/benchmarks.md, "version.py"), are read line by line when that gives ``ast``'s answer
+version.py are read on every run; issue 23, docs/benchmarks.md "Issue 23, 2026-12-02"), so a file
+of the shape torch and torchvision write is read line by line where that gives ``ast``'s answer
 for certain: the text compiles (so it is valid Python, and ``ast.parse`` would parse it the
 same); every line at column 0 is blank, a comment, a one-line ``import``, a one-line header of a
 compound statement (whose indented lines are skipped, as ``ast``'s reading skips the statement),
 or a one-line assignment of a plain literal (``None``, ``True``, ``False``, a decimal integer, a
-quoted string without backslashes, a one-line list of such strings); and the text has no
-triple quote, backslash, semicolon or tab, so no line at column 0 can be the inside of a string
-or the continuation of another statement (``tests/test_versionpy.py`` compares both readings).
+quoted string without backslashes, a one-line list of such strings).  With no triple quote,
+backslash, semicolon, tab or prefixed string (f'', b'', r'') in the text, a statement goes on
+past its line only inside brackets, and the brackets are counted on every line (strings and
+comments left out): a line at column 0 inside brackets, or an indented line outside a compound
+statement, leaves the text to ``ast`` (``tests/test_versionpy.py`` compares both readings).
 Anything else is read by ``ast``.
 """
 
