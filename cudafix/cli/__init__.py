@@ -19,7 +19,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Any, Dict, List, Optional, Sequence
 
 # command name -> module whose COMMANDS list defines it (in `--help` order: sorted anyway)
 COMMAND_MODULES: Dict[str, str] = {
@@ -35,6 +35,16 @@ COMMAND_MODULES: Dict[str, str] = {
     "warm": "cudafix.cli.warm",
     "cache": "cudafix.cli.cache",
 }
+
+
+def with_default_command(args: Sequence[str]) -> List[str]:
+    """``args`` with the group's default command put first: no command, or an option first
+    (other than the group's own --help / -h / --version), means `status`.  The click group
+    (cudafix/cli/group.py) and the click-free path (cudafix/cli/fast.py) both read it so."""
+    args = list(args)
+    if not args or (args[0].startswith("-") and args[0] not in ("--help", "-h", "--version")):
+        return ["status"] + args
+    return args
 
 
 def __getattr__(name: str) -> Any:

@@ -22,6 +22,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Mapping, Optional, Sequence
 
+from cudafix.cli import with_default_command
+
 COMMANDS = ("status", "check")
 # option -> (the key click gives the command, repeatable?)
 VALUE_OPTIONS = {
@@ -41,11 +43,7 @@ FLAGS = {
 
 def parse(argv: Sequence[str]) -> Optional[Dict[str, Any]]:
     """``{"command": ..., flags..., "opts": {...}}`` as click would give it, or None where click must decide."""
-    args = list(argv)
-    # the group's default (cudafix/cli/group.py _DefaultGroup.parse_args): no command, or an
-    # option first, means `status`; --help / -h / --version are the group's own
-    if not args or (args[0].startswith("-") and args[0] not in ("--help", "-h", "--version")):
-        args = ["status"] + args
+    args = with_default_command(argv)
     command = args[0]
     if command not in COMMANDS:
         return None

@@ -12,7 +12,7 @@ from typing import Dict, Iterator, MutableMapping, Optional
 import click
 
 from cudafix import __version__
-from cudafix.cli import COMMAND_MODULES
+from cudafix.cli import COMMAND_MODULES, with_default_command
 
 
 class _LazyCommands(MutableMapping):  # type: ignore[type-arg]
@@ -72,9 +72,7 @@ class _DefaultGroup(click.Group):
         return self.commands.get(cmd_name)
 
     def parse_args(self, ctx: click.Context, args: list) -> list:
-        if not args or (args[0].startswith("-") and args[0] not in ("--help", "-h", "--version")):
-            args = ["status"] + list(args)
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, with_default_command(args))
 
 
 @click.group(cls=_DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
