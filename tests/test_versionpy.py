@@ -1,7 +1,8 @@
 """cudafix.probes.versionpy against the truth, ``ast``: the line reading gives ``ast``'s answer
 or steps aside, on every real version.py of the test venvs and on generated texts built from
 the pieces that could fool a line reader (strings holding '#', comments holding quotes,
-brackets opened in a block and closed at column 0, one-line compound statements, ...)."""
+brackets opened in a block and closed at column 0, one-line compound statements, ...).  The
+real files' values are also those Python gives when it runs them."""
 
 from __future__ import annotations
 
@@ -21,26 +22,9 @@ from tests.conftest import REPO
 VENVS = os.environ.get("CUDAFIX_TEST_VENVS") or os.path.expanduser("~/.cache/cudafix-venvs")
 
 
-def ast_reading(text):
-    """The reading of cudafix before this module, written out again here as the reference."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return {}
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if isinstance(target, ast.Name):
-            try:
-                out[target.id] = ast.literal_eval(value)
-            except (ValueError, SyntaxError, TypeError):
-                pass
-    return out
+# The reading the line reader must equal: ast's (the module's own, unchanged from torch_build's
+# earlier parser); itself checked below against Python running the real files.
+ast_reading = vp._read_ast
 
 
 def _real_version_files():
@@ -60,6 +44,30 @@ def test_real_version_py_read_by_lines_as_ast_reads_it(path):
     assert vp._read_lines(text) is not None, "torch's and torchvision's own shape must take the line reading"
     assert vp.parse_version_py(text) == ast_reading(text)
     assert vp.parse_version_py(text)["__version__"]
+
+
+def _run_by_python(text):
+    """The names each top-level statement leaves when Python runs it, in order; a statement that
+    fails here (torchvision's import of its own extension) is passed over, as its values are not
+    literals anyway."""
+    g = {}
+    for stmt in ast.parse(text).body:
+        try:
+            exec(compile(ast.Module([stmt], type_ignores=[]), "version.py", "exec"), g)  # noqa: S102 (the test venvs' files)
+        except Exception:  # noqa: BLE001
+            pass
+    return g
+
+
+@pytest.mark.parametrize("path", _real_version_files() or ["(none)"])
+def test_real_version_py_values_are_what_python_runs_it_to(path):
+    """Truth independent of cudafix: each name read has the value Python gives it by running the
+    file (torchvision's computed `cuda` is not a literal: not read)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    got, truth = vp.parse_version_py(text), _run_by_python(text)
+    assert got == {k: truth[k] for k in got}
+    assert got["__version__"] and "git_version" in got
 
 
 def test_the_line_reading_never_imports_ast():
