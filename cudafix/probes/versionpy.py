@@ -37,7 +37,7 @@ _ASSIGN = lazy_re(r"(%s)[ ]*(?::[ ]*[A-Za-z0-9_.\[\], ]+?[ ]*)?=[ ]*(%s|\[[ ]*(?
 _IMPORT = lazy_re(r"(?:from[ ]+[A-Za-z0-9_.]+[ ]+)?import[ ]+[A-Za-z0-9_., ]+%s" % _TAIL)
 _HEADER = lazy_re(r"(?:(?:if|elif|while|for|with|def|class|async|try|except|else|finally)\b.*:|@.*)[ ]*$")
 _LIST_ITEM = lazy_re(_STR)
-_STRINGS_AND_COMMENT = lazy_re(r"'[^'\n]*'|\"[^\"\n]*\"|#.*")  # leftmost first: a '#' in a string, a quote in a comment
+_STRINGS_AND_COMMENT = lazy_re(_STR + r"|#.*")  # leftmost first: a '#' in a string, a quote in a comment
 _UNSAFE = ("'''", '"""', "\\", ";", "\t", "\r", "\f", "\x00")
 
 
