@@ -6,7 +6,11 @@ by round), each with its own warm cache dir (filled by an untimed run first).  P
 from spawn to exit and the child's CPU time (user + sys, from wait4), which a shared machine
 disturbs less than wall time.  Prints medians and minima of both and the ratios this / other.
 
-    python3 bench/status_ab.py --other DIR [--python ENV/bin/python] [-n 40]
+    python3 bench/status_ab.py --other DIR [--python ENV/bin/python] [-n 40] [--other-env NAME=VALUE ...]
+
+--other-env sets a variable for the other side's runs only: ``--other . --other-env
+CUDAFIX_SERIAL=1`` times this checkout against itself with its probes in one process.  Page
+faults (ru_minflt, the process and the children it waited for) are printed with the times.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ def main(argv=None) -> int:
     ap.add_argument("--other", required=True, help="the other cudafix checkout (e.g. a worktree of an earlier commit)")
     ap.add_argument("--python", default=os.path.join(VENVS, "torch-cu", "bin", "python"))
     ap.add_argument("-n", type=int, default=40)
+    ap.add_argument("--other-env", action="append", default=[], metavar="NAME=VALUE")
     args = ap.parse_args(argv)
+    other_env = dict(kv.split("=", 1) for kv in args.other_env)
     trees = {"this": REPO, "other": os.path.abspath(args.other)}
     caches = {k: tempfile.mkdtemp(prefix="status-ab-%s-" % k) for k in trees}
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -38,14 +44,14 @@ def main(argv=None) -> int:
     os.chdir(tempfile.mkdtemp(prefix="status-ab-cwd-"))
 
     def once(k):
-        env = dict(base, PYTHONPATH=trees[k], XDG_CACHE_HOME=caches[k])
+        env = dict(base, PYTHONPATH=trees[k], XDG_CACHE_HOME=caches[k], **(other_env if k == "other" else {}))
         t = time.perf_counter()
         pid = os.posix_spawn(args.python, cmd, env, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1),
                                                                  (os.POSIX_SPAWN_DUP2, devnull, 2)])
         _, status, ru = os.wait4(pid, 0)
         if os.waitstatus_to_exitcode(status) not in (0, 1):
             raise SystemExit("%s failed: PYTHONPATH=%s %s" % (k, trees[k], " ".join(cmd)))
-        return time.perf_counter() - t, ru.ru_utime + ru.ru_stime
+        return time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_minflt
 
     for k in trees:
         once(k)  # fills its cache
@@ -58,8 +64,9 @@ def main(argv=None) -> int:
     for k, r in runs.items():
         wall, cpu = [x[0] for x in r], [x[1] for x in r]
         med[k] = (statistics.median(wall), statistics.median(cpu))
-        print("%-5s %s: wall median %.1f ms (min %.1f), cpu median %.1f ms (min %.1f)"
-              % (k, trees[k], med[k][0] * 1e3, min(wall) * 1e3, med[k][1] * 1e3, min(cpu) * 1e3))
+        print("%-5s %s%s: wall median %.1f ms (min %.1f), cpu median %.1f ms (min %.1f), %d page faults"
+              % (k, trees[k], "".join(" " + kv for kv in args.other_env) if k == "other" else "", med[k][0] * 1e3,
+                 min(wall) * 1e3, med[k][1] * 1e3, min(cpu) * 1e3, statistics.median(x[2] for x in r)))
     print("this / other: wall %.3f, cpu %.3f (medians; < 1 is faster)"
           % (med["this"][0] / med["other"][0], med["this"][1] / med["other"][1]))
     return 0

@@ -19,8 +19,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
 
-from cudafix.model.findings import ERROR, WARNING, RuleRun
-from cudafix.model.snapshot import Snapshot, SnapshotError
+    from cudafix.model.findings import RuleRun
+    from cudafix.model.snapshot import Snapshot
+
+# The model, the rules and the renderers are imported where used, not here: `status` forks its
+# probes first (cudafix.probes.ahead), and what this module imports runs before that fork.
 
 EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "examples")
 
@@ -185,11 +188,16 @@ def _check_python(path: str) -> str:
     return path
 
 
-def load_snapshot(from_file: Optional[str], example: Optional[str], python: Optional[str]) -> Tuple[Snapshot, str]:
-    """The snapshot to analyse and a few words on where it came from."""
+def load_snapshot(from_file: Optional[str], example: Optional[str], python: Optional[str],
+                  meanwhile: Optional[Callable[[], None]] = None) -> Tuple[Snapshot, str]:
+    """The snapshot to analyse and a few words on where it came from.  A probed one is taken in a
+    child process where that is safe (cudafix.probes.ahead) while ``meanwhile`` (the command's own
+    imports) runs here."""
     given = [n for n, v in (("--from", from_file), ("--example", example), ("--python", python)) if v]
     if len(given) > 1:
         raise BadInput("%s cannot be combined" % " and ".join(given))
+    from cudafix.model.snapshot import Snapshot, SnapshotError
+
     if from_file:
         try:
             if from_file == "-":
@@ -211,27 +219,49 @@ def load_snapshot(from_file: Optional[str], example: Optional[str], python: Opti
         except SnapshotError as exc:
             raise BadInput("example %s: %s" % (example, exc)) from None
     from cudafix.store import paths
-    from cudafix.probes import take_snapshot
 
     # The per-env cache the activation hook uses too (fatbin scans keyed by path, size, mtime).
     if python:
         prefix = os.path.dirname(os.path.dirname(os.path.abspath(_check_python(python))))
-        return take_snapshot(python=python, cache_dir=paths.env_cache_dir(prefix)), "probed for %s" % python
-    return take_snapshot(cache_dir=paths.env_cache_dir(sys.prefix)), "probed on this machine"
+        origin = "probed for %s" % python
+    else:
+        prefix, origin = sys.prefix, "probed on this machine"
+    return _probe(python, paths.env_cache_dir(prefix), meanwhile), origin
 
 
-def analyse(opts: Dict[str, Any], run_rules: bool = True) -> Tuple[Snapshot, str, List[RuleRun]]:
-    """Validate every input first (nothing is probed on bad input), then probe and run rules."""
+def _probe(python: Optional[str], cache_dir: str, meanwhile: Optional[Callable[[], None]]) -> Snapshot:
+    from cudafix.probes import ahead
+
+    job = ahead.snapshot_job(os.environ, cache_dir, python)
+    try:
+        if meanwhile is not None:
+            meanwhile()
+        got = job.take() if job is not None else None
+    finally:
+        if job is not None:
+            job.drop()  # waited for, whatever happened here
+    if got is not None and got[0]:
+        return got[1]
+    from cudafix.probes import take_snapshot
+
+    return take_snapshot(python=python, cache_dir=cache_dir)  # serially, as without a child (or as it failed there)
+
+
+def analyse(opts: Dict[str, Any], run_rules: bool = True,
+            meanwhile: Optional[Callable[[], None]] = None) -> Tuple[Snapshot, str, List[RuleRun]]:
+    """Validate every input first (nothing is probed on bad input), then probe and run rules
+    (``meanwhile``: load_snapshot's)."""
     if opts.get("example") == "list":
         emit("\n".join(example_names() or ["(no bundled examples)"]) + "\n")
         sys.exit(EXIT_OK)
-    selected = select_rules(opts.get("only", ()), opts.get("skip", ())) if run_rules else ()
+    # Every rule unless --only / --skip name some: those are checked here, before anything is probed.
+    selected = select_rules(opts.get("only", ()), opts.get("skip", ())) if run_rules and (opts.get("only") or opts.get("skip")) else None
     driver, gpus = _assume_values(opts.get("assume_driver"), opts.get("assume_gpu", ()))
     _validate_assume(driver, None, opts.get("assume_driver") and "--assume-driver" or "$CUDAFIX_ASSUME_DRIVER")
     _validate_assume(None, gpus, opts.get("assume_gpu") and "--assume-gpu" or "$CUDAFIX_ASSUME_GPU")
     if opts.get("python"):
         _check_python(opts["python"])
-    snap, origin = load_snapshot(opts.get("from_file"), opts.get("example"), opts.get("python"))
+    snap, origin = load_snapshot(opts.get("from_file"), opts.get("example"), opts.get("python"), meanwhile)
     snap = _apply_assume(snap, driver, gpus)
     if not run_rules:
         return snap, origin, []
@@ -247,11 +277,18 @@ def _json(doc: Dict[str, Any]) -> str:
 # -- what `status` and `check` do, with their options parsed (by click or by cudafix/cli/fast.py) --
 
 
+def _import_outputs() -> None:
+    """What `status` and `check` import after probing: imported while a child probes."""
+    from cudafix import rules  # noqa: F401
+    from cudafix.plans import planner  # noqa: F401
+    from cudafix.render import report  # noqa: F401
+
+
 def run_status(as_json: bool, verbose: bool, opts: Dict[str, Any]) -> None:
+    snap, origin, runs = analyse(opts, meanwhile=_import_outputs)
     from cudafix.plans.planner import plan_or_error
     from cudafix.render import report
 
-    snap, origin, runs = analyse(opts)
     plan, plan_error = plan_or_error(snap, runs)
     if as_json:
         emit(_json(report.status_document(snap, runs, plan=plan)))
@@ -261,11 +298,13 @@ def run_status(as_json: bool, verbose: bool, opts: Dict[str, Any]) -> None:
 
 
 def run_check(strict: bool, as_json: bool, opts: Dict[str, Any]) -> NoReturn:
+    snap, _origin, runs = analyse(opts, meanwhile=_import_outputs)
     from cudafix.render import report
 
-    snap, _origin, runs = analyse(opts)
     c = report.counts(report.sorted_findings(runs))
     undecided = bool(report.unknowns(runs))  # --strict: what could not be checked is not a pass
+    from cudafix.model.findings import ERROR, WARNING
+
     code = EXIT_FINDINGS if c[ERROR] or (strict and (c[WARNING] or undecided)) else EXIT_OK
     from cudafix.plans.planner import plan_or_error
 

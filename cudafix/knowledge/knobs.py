@@ -11,8 +11,11 @@ from :data:`KNOBS`.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Mapping, Optional, Tuple
+import collections
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping, Optional, Tuple
 
 # A flag is off when unset or set to one of these words, in any letter case; any other value
 # (1, yes, true, on, ...) turns it on.  No trimming: every shell can test exactly this.
@@ -24,14 +27,11 @@ LIST = "list"  # comma-separated
 VALUE = "value"  # free text (a version, a GPU name)
 
 
-@dataclasses.dataclass(frozen=True)
-class Knob:
-    name: str
-    kind: str
-    meaning: str
-    read_by: str  # which part of cudafix reads it
-    values: Tuple[str, ...] = ()
-    default: str = ""
+# One setting: its name, kind, what it does, which part of cudafix reads it (``read_by``), the
+# values of a choice and its default.  A named tuple, not a dataclass: `status` reads
+# CUDAFIX_SERIAL before it forks (cudafix.probes.ahead), and a dataclass would cost that path
+# ~1 ms of compiling, ~5 with the inspect import a class without a docstring brings on 3.8-3.11.
+Knob = collections.namedtuple("Knob", ("name", "kind", "meaning", "read_by", "values", "default"), defaults=((), ""))
 
 
 KNOBS: Tuple[Knob, ...] = (
@@ -49,6 +49,8 @@ KNOBS: Tuple[Knob, ...] = (
          "status, check, fix, activation"),
     Knob("CUDAFIX_ASSUME_GPU", VALUE, "what-if: the GPUs assumed instead of the probed ones (comma-separated)",
          "status, check, fix, activation"),
+    Knob("CUDAFIX_SERIAL", FLAG, "probe in one process: `status` and `check` start no child processes for the GPU probe "
+         "and the extension scan", "status, check"),
     Knob("CUDAFIX_PROLOG_CANNOT_RUN", CHOICE, "what the Slurm prolog / NHC check does when cudafix itself cannot run",
          "deploy/slurm", ("drain", "pass"), "drain"),
 )

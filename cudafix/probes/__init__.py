@@ -15,6 +15,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+    from cudafix.model.snapshot import TorchBuild
+    from cudafix.probes.ahead import Ahead
+
 from cudafix import __version__
 from cudafix.model.snapshot import PythonInfo, Snapshot
 
@@ -151,7 +154,7 @@ def alloc_conf_keys(env: Mapping[str, str]) -> List[str]:
 def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                   cache_dir: Optional[str] = None, *, root: Optional[str] = None, usr_local: Optional[str] = None,
                   use_nvml: bool = True, call_driver_api: bool = True, scan_arch: bool = True,
-                  scan_extensions: bool = True) -> Snapshot:
+                  scan_extensions: bool = True, ahead: Optional[Ahead] = None) -> Snapshot:
     """Probe this machine and one Python environment (the current one, or ``python``).
 
     ``root`` / ``usr_local`` move /sys, /proc, /dev, /etc and /usr/local -- and the loader
@@ -159,7 +162,9 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     $HOME -- for tests (default: store.paths.probe_root(env), "/" unless $CUDAFIX_ROOT names a
     laid-out tree; docs/wsl.md "One root"); ``use_nvml`` /
     ``call_driver_api`` / ``scan_arch`` / ``scan_extensions`` switch off the heavier probes (the
-    extension scan may run c++filt: never in a user's process).
+    extension scan may run c++filt: never in a user's process).  ``ahead``: the GPU probe and the
+    extension scan already running in child processes (cudafix.probes.ahead, the CLI's), used
+    where they were started for this snapshot's own inputs.
     """
     from cudafix.probes import driver, environment, gpus, host, node, pci, toolkits, torch_build
 
@@ -195,10 +200,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     if python is not None and "python" in snap.probe_errors:
         snap.python.executable = python
     prefix = snap.python.prefix or None
-    # Under a probe root the machine's paths are the tree's; the inspected env's own prefix is
-    # read where it is, inside the tree or not (cudafix.probes.host.machine_path, docs/wsl.md) --
-    # unless it is the system's own (/usr: a distribution's python), whose libraries the tree has.
-    keep = (prefix,) if prefix and root != "/" and os.path.normpath(prefix) not in SYSTEM_PREFIXES else ()
+    keep = kept_dirs(prefix, root)  # under a probe root, the env's own dirs are still read where they are
 
     snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
 
@@ -209,9 +211,13 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
     snap.hardware = _guard(snap, "hardware", lambda: pci.probe_hardware(root=root))
 
-    g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
-    if g is not None:
-        snap.gpus = g
+    from cudafix.probes.ahead import EXTENSIONS, GPUS, gpus_key
+
+    gpus_job = ahead.claim(GPUS, gpus_key(env, root, use_nvml)) if ahead is not None else None
+    if gpus_job is None:
+        g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
+        if g is not None:
+            snap.gpus = g
 
     tk = _guard(snap, "toolkits", lambda: toolkits.probe_toolkits(env, prefix=prefix, sys_path=sys_path, usr_local=usr_local,
                                                                   cache_dir=cache_dir))
@@ -244,17 +250,22 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
     _guard(snap, "libraries", _libraries)
 
-    def _extensions() -> None:
-        from cudafix.probes.extensions import extension_tag, probe_extensions
+    ext_kwargs = None  # type: Optional[Dict[str, Any]]
+    ext_job = ahead.claim(EXTENSIONS, None) if ahead is not None else None
 
-        primary = snap.primary_torch
-        tag = extension_tag(snap.python.version, primary.cuda, primary.hip) if primary else None
-        snap.extensions = probe_extensions(sys_path or [], env, prefix=prefix, conda=bool(snap.python.conda_prefix),
-                                           torch_dir=primary.package_dir if primary else None, cache_dir=cache_dir, tag=tag,
-                                           root=root, keep=keep)
+    def _extensions() -> None:
+        from cudafix.probes.extensions import probe_extensions
+
+        snap.extensions = probe_extensions(**ext_kwargs)
 
     if scan_arch and scan_extensions and sys_path is not None:
-        _guard(snap, "extensions", _extensions)
+        ext_kwargs = extension_kwargs(sys_path, env, prefix, bool(snap.python.conda_prefix), snap.primary_torch,
+                                      snap.python.version, cache_dir, root, keep)
+        if ext_job is None:
+            _guard(snap, "extensions", _extensions)
+    elif ext_job is not None:
+        ext_job.drop()
+        ext_job = None
 
     from cudafix.probes.wsl import probe_wsl
 
@@ -280,7 +291,59 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env, root=root, keep=keep))
     if jc is not None:
         snap.jit_cache = jc
+
+    # What ran ahead, last: the children had the parent's whole run to finish in.
+    if gpus_job is not None:
+        got = gpus_job.take()
+        if got is None:  # no answer: probe here, as without a head start
+            g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
+        elif got[0]:
+            g = got[1]
+        else:
+            g, snap.probe_errors["gpus"] = None, got[1]
+        if g is not None:
+            snap.gpus = g
+    if ext_job is not None:
+        got = ext_job.take()
+        if got is not None and got[0] and got[1][0] == ext_kwargs:
+            snap.extensions = got[1][1]
+        elif got is not None and not got[0]:
+            snap.probe_errors["extensions"] = got[1]
+        else:  # no answer, or one for other inputs than this snapshot's
+            _guard(snap, "extensions", _extensions)
+    if ahead is not None:
+        ahead.close()
+    snap.probe_errors = _in_probe_order(snap.probe_errors)
     return snap
+
+
+# The order take_snapshot runs its probes in without a head start: probe_errors keeps it.
+PROBE_ORDER = ("host", "node", "python", "env", "driver", "hardware", "gpus", "toolkits", "torch", "torchvision",
+               "torch_pinned", "libraries", "extensions", "wsl", "windows", "jit_cache")
+
+
+def _in_probe_order(errors: Dict[str, str]) -> Dict[str, str]:
+    rank = {name: i for i, name in enumerate(PROBE_ORDER)}
+    return dict(sorted(errors.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+
+
+def kept_dirs(prefix: Optional[str], root: str) -> Tuple[str, ...]:
+    """The inspected env's own directories, read where they are under a probe root
+    (cudafix.probes.host.machine_path, docs/wsl.md) -- unless the prefix is the system's own
+    (/usr: a distribution's python), whose libraries the tree has."""
+    return (prefix,) if prefix and root != "/" and os.path.normpath(prefix) not in SYSTEM_PREFIXES else ()
+
+
+def extension_kwargs(sys_path: List[str], env: Mapping[str, str], prefix: Optional[str], conda: bool,
+                     primary: Optional[TorchBuild], python_version: str, cache_dir: Optional[str], root: str,
+                     keep: Tuple[str, ...]) -> Dict[str, Any]:
+    """The arguments of the extension scan (probe_extensions) for an env and its primary torch."""
+    from cudafix.probes.extensions import extension_tag
+
+    tag = extension_tag(python_version, primary.cuda, primary.hip) if primary else None
+    return {"sys_path": list(sys_path), "env": dict(env), "prefix": prefix, "conda": conda,
+            "torch_dir": primary.package_dir if primary else None, "cache_dir": cache_dir, "tag": tag,
+            "root": root, "keep": tuple(keep)}
 
 
 __all__ = ["take_snapshot", "query_python", "parse_python_query", "ProbeError"]

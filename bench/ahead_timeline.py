@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Where the probes that run ahead (cudafix/probes/ahead.py) spend a `cudafix status --json`.
+
+Runs `status --json` in this process N times (a fresh process each: this script re-runs itself)
+with cudafix.probes.ahead's fork and join timed: when each child started (ms since this
+process's first line), how long its probe took in the child, when the parent asked for the
+answer and how long it waited for it, and when the command ended.  A parent that never waits
+has the children's work off its path.
+
+    python3 bench/ahead_timeline.py [-n 5] [--always] [--cold]   (with the python of the env to measure)
+
+--always forks both jobs wherever they would not pay (ahead.start(always=True)); --cold gives
+every run an empty cache ($XDG_CACHE_HOME).  Each run also prints its process's wall time as
+this script measured it (spawn to exit) beside `python -c pass` spawned the same way: what the
+process spends beyond the command's end is the interpreter's start and exit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+T0 = time.perf_counter()
+
+
+def one(always: bool) -> None:
+    import functools
+
+    from cudafix.probes import ahead
+
+    real_fork, real_take = ahead._fork, ahead.Job.take
+    forks = []
+
+    def fork(name, key, work):  # type: ignore[no-untyped-def]
+        def timed():  # type: ignore[no-untyped-def]
+            began = time.perf_counter()
+            try:
+                return work()
+            finally:
+                os.write(2, ("  child %-10s started %6.1f ms, probe %6.1f ms\n"
+                             % (name, (began - T0) * 1e3, (time.perf_counter() - began) * 1e3)).encode())
+
+        began = time.perf_counter()
+        job = real_fork(name, key, timed)
+        forks.append("%s %.2f ms" % (name, (time.perf_counter() - began) * 1e3))
+        return job
+
+    def take(self):  # type: ignore[no-untyped-def]
+        if self._done:  # asked again (Job.drop): nothing to wait for
+            return real_take(self)
+        began = time.perf_counter()
+        try:
+            return real_take(self)
+        finally:
+            os.write(2, ("  parent took %-10s at %6.1f ms, waited %5.1f ms\n"
+                         % (self.name, (began - T0) * 1e3, (time.perf_counter() - began) * 1e3)).encode())
+
+    ahead._fork, ahead.Job.take = fork, take
+    if always:
+        ahead.start = functools.partial(ahead.start, always=True)
+    from cudafix.cli import fast
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(1)
+    os.dup2(devnull, 1)
+    try:
+        rc = fast.fast_main(["status", "--json"])
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+    os.write(2, ("  forks: %s; exit %s; command ended at %.1f ms\n"
+                 % (", ".join(forks) or "none", rc, (time.perf_counter() - T0) * 1e3)).encode())
+
+
+def main(argv: list) -> int:
+    if argv[:1] == ["--child"]:
+        one("--always" in argv)
+        return 0
+    import tempfile
+
+    n = int(argv[argv.index("-n") + 1]) if "-n" in argv else 5
+    always = ["--always"] if "--always" in argv else []
+    cold = "--cold" in argv
+    print("ahead_timeline: %s, %d runs%s%s" % (sys.executable, n, ", both jobs forked" if always else "",
+                                                ", each with an empty cache" if cold else ""), flush=True)
+    for i in range(n + 1):  # the first: untimed (it fills the caches)
+        env = dict(os.environ, XDG_CACHE_HOME=tempfile.mkdtemp(prefix="timeline-")) if cold else None
+        began = time.perf_counter()
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"] + always, capture_output=True, text=True,
+                           env=env)
+        wall = time.perf_counter() - began
+        began = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"])
+        floor = time.perf_counter() - began
+        if i:
+            sys.stdout.write("run %d\n%s  process wall %.1f ms (python -c pass %.1f ms)\n" % (i, p.stderr, wall * 1e3, floor * 1e3))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

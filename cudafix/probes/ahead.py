@@ -1,0 +1,256 @@
+"""Probes run ahead: `status` and `check` take their snapshot in child processes.
+
+A warm `cudafix status` on the H200 image (docs/benchmarks.md, issue 23) spent ~225 ms, of which
+the interpreter is ~60, importing cudafix's model, rules, planner and renderers ~35, and the
+probes ~95: the GPU probe (importing pynvml ~18 ms, nvmlInit ~12, the first handle ~7,
+nvmlShutdown ~4) and the extension scan (a stat per directory and file of the env, its cache
+files) ~30 each, every other probe ~20.  None of the imports is needed to probe, and the two big
+probes need nothing the others compute.  So the command forks a child that takes the snapshot
+(:func:`snapshot_job`) and imports what it needs meanwhile; that child forks one more child for
+the GPU probe and one for the extension scan (:func:`start`) where each pays, and runs the rest.
+Each child runs the same probe functions the serial path runs, sends its return value back
+pickled through a pipe and leaves with ``os._exit`` (no atexit handler, no flush of the parent's
+buffers).  The answers are the probes' own, taken fresh on every run: nothing is cached that the
+serial path does not cache.
+
+A job's answer is used only where its inputs are the ones ``take_snapshot`` computes itself (the
+extension job works out its own sys.path, prefix and torch, and its parent compares them);
+otherwise, and wherever a child died or sent nothing, the probe runs in the parent, as without
+this module.  No child is started where forking is not safe or useful: off Linux, on one CPU,
+with a second thread in the process (``/proc/self/task``), with $CUDAFIX_SERIAL set, or in any
+process but the CLI's (the startup hook and library callers never ask for one).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+GPUS = "gpus"
+EXTENSIONS = "extensions"
+
+
+class Job:
+    """One child process running one probe; ``take()`` waits for its answer."""
+
+    def __init__(self, name: str, key: Any, pid: int, fd: int) -> None:
+        self.name, self.key, self._pid, self._fd = name, key, pid, fd
+        self._done = False
+        self._answer = None  # type: Optional[Tuple[bool, Any]]
+
+    def take(self) -> Optional[Tuple[bool, Any]]:
+        """``(True, value)``, ``(False, "Type: message")`` (the probe raised), or None: no answer
+        (the child died, or sent what cannot be read): the caller runs the probe itself."""
+        if not self._done:
+            self._done = True
+            chunks = []  # type: List[bytes]
+            try:
+                while True:
+                    chunk = os.read(self._fd, 1 << 20)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+            except OSError:
+                chunks = []
+            finally:
+                os.close(self._fd)
+                _reap(self._pid)
+            if chunks:
+                try:
+                    from _pickle import loads  # pickle's C half: a third of `import pickle` (~1.4 ms)
+                except ImportError:
+                    from pickle import loads
+                try:
+                    got = loads(b"".join(chunks))
+                except Exception:  # a child killed mid-write
+                    got = None
+                if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], bool):
+                    self._answer = got
+        return self._answer
+
+    def drop(self) -> None:
+        """Not needed after all: wait for the child (its cache writes are the serial path's own)."""
+        self.take()
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except (OSError, InterruptedError):
+        pass
+
+
+class Ahead:
+    """The jobs started for one snapshot, by name."""
+
+    def __init__(self, jobs: Dict[str, Job]) -> None:
+        self.jobs = jobs
+
+    def claim(self, name: str, key: Any) -> Optional[Job]:
+        """The job ``name`` if it was started for exactly ``key`` (else it is dropped: None)."""
+        job = self.jobs.pop(name, None)
+        if job is None:
+            return None
+        if job.key != key:
+            job.drop()
+            return None
+        return job
+
+    def close(self) -> None:
+        for job in list(self.jobs.values()):
+            job.drop()
+        self.jobs.clear()
+
+
+def can_fork(env: Mapping[str, str]) -> Optional[str]:
+    """None where forking the probes is safe here, else why not (one line)."""
+    from cudafix.knowledge import knobs
+
+    if knobs.flag(env, "CUDAFIX_SERIAL"):
+        return "CUDAFIX_SERIAL is set"
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return "not Linux"
+    try:
+        threads = len(os.listdir("/proc/self/task"))
+    except OSError:
+        return "/proc/self/task is not readable"
+    if threads != 1:
+        # a child of a threaded process may inherit a lock some other thread held (malloc, stdio, import)
+        return "%d threads in this process" % threads
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    if cpus < 2:
+        return "one CPU: nothing would run beside the parent"
+    return None
+
+
+def _fork(name: str, key: Any, work: Callable[[], Any]) -> Optional[Job]:
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:  # a process limit, a seccomp profile: the parent probes itself
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:  # the child: run, answer, leave without running anything of the parent's
+        code = 1
+        try:
+            os.close(r)
+            try:
+                answer = (True, work())  # type: Tuple[bool, Any]
+            except Exception as exc:  # what _guard would have recorded for this probe
+                answer = (False, "%s: %s" % (type(exc).__name__, exc))
+            import pickle
+
+            data = memoryview(pickle.dumps(answer, pickle.HIGHEST_PROTOCOL))
+            while data:
+                data = data[os.write(w, data):]
+            code = 0
+        except BaseException:  # KeyboardInterrupt, a closed pipe: no answer, the parent probes itself
+            pass
+        finally:
+            os._exit(code)
+    os.close(w)
+    return Job(name, key, pid, r)
+
+
+def gpus_key(env: Mapping[str, str], root: str, use_nvml: bool) -> Tuple[Any, ...]:
+    return (dict(env), root, use_nvml)
+
+
+# A fork costs the parent ~0.5 ms and its page faults afterwards (each page it writes that it
+# shares with a child is copied: ~2,000 pages, 5-8 ms of a `status` on this project's 2-core VM),
+# so a job runs ahead only where its work is larger: NVML where a driver is loaded (pynvml and
+# nvmlInit are ~30 ms), the extension scan where it reads files (no stored walks: a cold scan) or
+# walks a big env.  The walks file grows with the directories walked (~240 bytes each): the
+# rich test venv's 1,096 directories (262 KB, a 12 ms warm scan) gain nothing on 2 cores; the
+# H200 image's 3,639 do.
+BIG_WALKS_BYTES = 512 * 1024
+
+
+def _nvml_work(root: str, use_nvml: bool) -> bool:
+    from cudafix.probes.gpus import nvidia_driver_present
+
+    return use_nvml and nvidia_driver_present(root) is not None
+
+
+def _scan_work(cache_dir: Optional[str]) -> bool:
+    from cudafix.probes.dirwalk import WALKS_FILE
+
+    if not cache_dir:
+        return True
+    try:
+        return os.stat(os.path.join(cache_dir, WALKS_FILE)).st_size >= BIG_WALKS_BYTES
+    except OSError:
+        return True  # no stored walks: every shared object is read
+
+
+SNAPSHOT = "snapshot"
+
+
+def snapshot_job(env: Mapping[str, str], cache_dir: Optional[str], python: Optional[str] = None) -> Optional[Job]:
+    """A child taking ``take_snapshot(python=python, cache_dir=cache_dir)`` (the GPU probe and the
+    extension scan in children of its own, :func:`start`), or None (``can_fork``)."""
+    if can_fork(env) is not None:
+        return None
+    env = dict(env)
+
+    def work() -> Any:
+        from cudafix.probes import take_snapshot
+
+        jobs = start(env, cache_dir, extensions=python is None)
+        return take_snapshot(python=python, cache_dir=cache_dir, ahead=jobs)
+
+    return _fork(SNAPSHOT, None, work)
+
+
+def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False,
+          extensions: bool = True) -> Optional[Ahead]:
+    """Fork the GPU probe and (``extensions``) the extension scan for a ``take_snapshot(env=env,
+    cache_dir=cache_dir)`` of this interpreter where each pays (see BIG_WALKS_BYTES; ``always``:
+    both, as tests need), or None (``can_fork``, or neither pays)."""
+    if can_fork(env) is not None:
+        return None
+    from cudafix.store.paths import probe_root
+
+    env = dict(env)
+    root = probe_root(env)
+    use_nvml = root == "/"
+    jobs = {}  # type: Dict[str, Job]
+    if always or _nvml_work(root, use_nvml):
+        from cudafix.probes import gpus
+
+        job = _fork(GPUS, gpus_key(env, root, use_nvml), lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
+        if job is not None:
+            jobs[GPUS] = job
+    if extensions and (always or _scan_work(cache_dir)):
+        job = _fork(EXTENSIONS, None, lambda: _extensions_job(env, cache_dir, root))
+        if job is not None:
+            jobs[EXTENSIONS] = job
+    return Ahead(jobs) if jobs else None
+
+
+def _extensions_job(env: Dict[str, str], cache_dir: Optional[str], root: str) -> Tuple[Dict[str, Any], Any]:
+    """The extension scan with the inputs take_snapshot would give it (worked out here the way
+    it does; the parent compares them with its own): ``(kwargs, ExtensionInfo)``."""
+    from cudafix import probes
+    from cudafix.probes import torch_build
+    from cudafix.probes.extensions import probe_extensions
+
+    info, sys_path = probes.current_python()
+    prefix = info.prefix or None
+    conda = bool(prefix and os.path.isdir(os.path.join(prefix, "conda-meta")))
+    # Only the primary torch's directory and version.py matter here: no arch scan, no conda records.
+    torches = torch_build.probe_torch(sys_path, prefix=prefix, scan_arch=False, conda_records=[])
+    kwargs = probes.extension_kwargs(sys_path, env, prefix, conda, torches[0] if torches else None, info.version,
+                                     cache_dir, root, probes.kept_dirs(prefix, root))
+    return kwargs, probe_extensions(**kwargs)

@@ -1,0 +1,255 @@
+"""cudafix.probes.ahead: the GPU probe and the extension scan in child processes.
+
+The truth every test here compares with is the serial path: the same snapshot taken with no head
+start (CUDAFIX_SERIAL=1 for the CLI, ``ahead=None`` for take_snapshot), in the same real env a
+moment apart.  The envs are real: the torchvision-cu test venv (torchvision 0.29.1 over torch
+2.14.1+cu130: torchvision's CUDA extension modules are what the extension scan reports), and a tree laid out under CUDAFIX_ROOT whose
+/proc/driver/nvidia/gpus holds the H200's recorded ``information`` file, so that the GPU probe has
+a GPU to report (tests/fixtures/probe/h200_gpu_information.txt, recorded on the device machine).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import FIXTURES, REPO, _venv_python, require
+from tests.test_startup_versions import INTERPRETERS
+
+INFORMATION = (FIXTURES / "probe" / "h200_gpu_information.txt").read_text()
+BUS = INFORMATION.split("Bus Location:")[1].split()[0]  # the recorded GPU's own bus id
+
+
+@pytest.fixture(scope="module")
+def tv_python():
+    return _venv_python("torchvision-cu")
+
+
+def _tree(tmp_path):
+    root = tmp_path / "root"
+    d = root / "proc" / "driver" / "nvidia" / "gpus" / BUS
+    d.mkdir(parents=True)
+    (d / "information").write_text(INFORMATION)
+    return root
+
+
+def _env(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDAFIX_")}
+    env.update(PYTHONPATH=str(REPO), XDG_CACHE_HOME=str(tmp_path / "cache"), CUDAFIX_DISABLE="1")
+    env.update(extra)
+    return env
+
+
+def _doc(text):
+    doc = json.loads(text)
+    doc["snapshot"].pop("created", None)
+    doc["snapshot"]["env"].pop("CUDAFIX_SERIAL", None)  # the one difference the serial run makes
+    return doc
+
+
+# The CLI's own path with both jobs forked wherever they would not pay as well (the tree's GPU has
+# no NVML to ask; the test venv's scan is small); with "killed", the snapshot's child is killed
+# before it can answer (each child waits first), so the parent probes itself.  The file named by
+# $ANSWER_FILE gets what the snapshot's child answered: true, or null where it gave no answer.
+CLI_ALWAYS = r"""
+import functools, json, os, signal, sys, time
+from cudafix.probes import ahead
+ahead.start = functools.partial(ahead.start, always=True)
+job_of = ahead.snapshot_job
+jobs = []
+def snapshot_job(*a, **k):
+    job = job_of(*a, **k)
+    jobs.append(job)
+    if sys.argv[1] == "killed":
+        os.kill(job._pid, signal.SIGKILL)
+    return job
+ahead.snapshot_job = snapshot_job
+if sys.argv[1] == "killed":
+    os.register_at_fork(after_in_child=lambda: time.sleep(60))
+from cudafix.cli import fast
+try:
+    rc = fast.fast_main(sys.argv[2:])
+finally:
+    with open(os.environ["ANSWER_FILE"], "w") as fh:
+        json.dump([None if j is None or j._answer is None else j._answer[0] for j in jobs], fh)
+sys.exit(rc)
+"""
+MODES = {"serial": ["-m", "cudafix"], "ahead, both jobs": ["-c", CLI_ALWAYS, "plain"],
+         "ahead, killed": ["-c", CLI_ALWAYS, "killed"], "ahead where it pays": ["-m", "cudafix"]}
+
+
+@pytest.mark.parametrize("where", ["this machine", "a tree with the H200's GPU"])
+@pytest.mark.parametrize("command", ["status", "check"])
+def test_cli_answer_is_the_serial_one(tv_python, tmp_path, where, command):
+    extra = {"CUDAFIX_ROOT": str(_tree(tmp_path))} if where != "this machine" else {}
+    runs = {}
+    # each mode with its own cache, run twice: cold (every scan done) and then warm (from the caches)
+    for i, (mode, how) in enumerate(MODES.items()):
+        for state in ("cold", "warm"):
+            env = _env(tmp_path / str(i), ANSWER_FILE=str(tmp_path / "answer.json"), **extra)
+            if mode == "serial":
+                env["CUDAFIX_SERIAL"] = "1"
+            p = subprocess.run([str(tv_python)] + how + [command, "--json"], capture_output=True, text=True,
+                               env=env, timeout=300, cwd=str(tmp_path))
+            assert p.returncode in (0, 1) and not p.stderr, p.stderr
+            runs[mode, state] = (p.returncode, _doc(p.stdout))
+            if "-c" in how:
+                answered = json.loads((tmp_path / "answer.json").read_text())
+                assert answered == ([None] if mode.endswith("killed") else [True]), (mode, answered)
+    for mode in MODES:
+        for state in ("cold", "warm"):
+            assert runs[mode, state] == runs["serial", state], (mode, state)
+    assert runs["serial", "warm"] != runs["serial", "cold"], "no cache in use: the warm runs compare nothing new"
+    snap = runs["serial", "warm"][1]["snapshot"]
+    assert snap["extensions"]["modules"], "the scan found nothing to compare"
+    if extra:
+        assert [g["pci_bus_id"] for g in snap["gpus"]["gpus"]] == [BUS]
+
+
+# Runs in the env under test: a head start and a snapshot, then the same snapshot serially.
+SCRIPT = r"""
+import json, os, signal, sys
+from cudafix import probes
+from cudafix.probes import ahead
+mode, cache = sys.argv[1], sys.argv[2]
+if mode == "gpus-raise":
+    from cudafix.probes import environment, gpus
+    def boom(*a, **k): raise RuntimeError("no GPU probe today")
+    gpus.probe_gpus = boom
+    environment.probe_jit_cache = boom  # a later probe fails too: probe_errors keeps the serial order
+if mode == "killed":  # each child waits, so that it dies before it can answer
+    import time
+    os.register_at_fork(after_in_child=lambda: time.sleep(60))
+start_env = dict(os.environ, CUDA_VISIBLE_DEVICES="1") if mode == "other-inputs" else os.environ
+started = ahead.start(start_env, cache, always=True)
+jobs = dict(started.jobs) if started else {}
+if mode == "killed":
+    for job in jobs.values():
+        os.kill(job._pid, signal.SIGKILL)
+snap = probes.take_snapshot(cache_dir=cache, ahead=started)
+answered = {n: (None if j._answer is None else j._answer[0]) for n, j in jobs.items()}
+reaped = []
+for j in jobs.values():
+    try:
+        os.waitpid(j._pid, os.WNOHANG)
+    except ChildProcessError:
+        reaped.append(j.name)
+serial = probes.take_snapshot(cache_dir=cache + "-serial")  # its own cache: cold as the first was
+def doc(s):
+    d = json.loads(s.to_json())
+    d.pop("created", None)
+    return d
+print(json.dumps({"started": sorted(jobs), "answered": answered, "reaped": sorted(reaped), "same": doc(snap) == doc(serial),
+                  "errors": list(snap.probe_errors.items()), "serial_errors": list(serial.probe_errors.items()),
+                  "gpus": [g.pci_bus_id for g in snap.gpus.gpus], "visible": snap.gpus.visible}))
+"""
+
+
+def _script(python, tmp_path, mode, root=None, flags=()):
+    extra = {"CUDAFIX_ROOT": str(root)} if root else {}
+    p = subprocess.run([str(python)] + list(flags) + ["-c", SCRIPT, mode, str(tmp_path / "cache" / "env")],
+                       capture_output=True, text=True, env=_env(tmp_path, **extra), timeout=300, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def test_both_children_answer_and_are_reaped(tv_python, tmp_path):
+    got = _script(tv_python, tmp_path, "plain", _tree(tmp_path))
+    assert got["started"] == ["extensions", "gpus"]
+    assert got["answered"] == {"extensions": True, "gpus": True}
+    assert got["reaped"] == ["extensions", "gpus"]
+    assert got["same"] and got["gpus"] == [BUS]
+
+
+def test_a_killed_child_is_probed_for_in_the_parent(tv_python, tmp_path):
+    got = _script(tv_python, tmp_path, "killed", _tree(tmp_path))
+    assert got["answered"] == {"extensions": None, "gpus": None}
+    assert got["same"] and got["gpus"] == [BUS]
+
+
+def test_an_answer_for_other_inputs_is_not_used(tv_python, tmp_path):
+    # started with CUDA_VISIBLE_DEVICES=1, which the snapshot's own environment does not set
+    got = _script(tv_python, tmp_path, "other-inputs", _tree(tmp_path))
+    assert got["same"]
+    assert got["visible"] == [0], "the child's answer (GPU 1 visible: none) was used"
+
+
+def test_a_probe_that_raises_in_the_child_is_recorded_as_serially(tv_python, tmp_path):
+    got = _script(tv_python, tmp_path, "gpus-raise", _tree(tmp_path))
+    assert got["answered"]["gpus"] is False
+    assert got["errors"] == got["serial_errors"]
+    assert [k for k, _ in got["errors"]] == ["gpus", "jit_cache"]
+    assert dict(got["errors"])["gpus"] == "RuntimeError: no GPU probe today"
+
+
+@pytest.mark.parametrize("python", INTERPRETERS, ids=os.path.basename)
+def test_every_python(python, tmp_path):
+    got = _script(python, tmp_path, "plain", _tree(tmp_path), flags=["-S"])
+    assert got["answered"] == {"extensions": True, "gpus": True}
+    assert got["same"] and got["reaped"] == ["extensions", "gpus"]
+
+
+NOT_STARTED = r"""
+import json, os, sys, threading, time
+from cudafix.probes import ahead
+reasons = {"serial": ahead.can_fork(dict(os.environ, CUDAFIX_SERIAL="1"))}
+reasons["serial off"] = ahead.can_fork(dict(os.environ, CUDAFIX_SERIAL="0"))
+stop = threading.Event()
+t = threading.Thread(target=stop.wait)
+t.start()
+reasons["thread"] = ahead.can_fork(dict(os.environ))
+reasons["thread start"] = ahead.start(dict(os.environ), None, always=True) is None
+stop.set()
+t.join()
+print(json.dumps(reasons))
+"""
+
+
+def test_not_started_where_unsafe_or_switched_off(tmp_path):
+    p = subprocess.run([sys.executable, "-c", NOT_STARTED], capture_output=True, text=True, env=_env(tmp_path), timeout=60)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert got == {"serial": "CUDAFIX_SERIAL is set", "serial off": None, "thread": "2 threads in this process",
+                   "thread start": True}
+
+
+def test_bad_input_starts_nothing_and_writes_nothing(tmp_path):
+    env = _env(tmp_path)
+    p = subprocess.run([sys.executable, "-m", "cudafix", "status", "--only", "no-such-rule"], capture_output=True, text=True,
+                       env=env, timeout=60, cwd=str(tmp_path))
+    assert p.returncode == 2 and p.stderr.startswith("cudafix: error: unknown rule"), p.stderr
+    assert not (tmp_path / "cache").exists()
+
+
+def test_not_started_on_one_cpu(tmp_path):
+    taskset = shutil.which("taskset")
+    require(taskset, "taskset (util-linux) to run on one CPU")
+    code = "import os, json; from cudafix.probes import ahead; print(json.dumps(ahead.can_fork(dict(os.environ))))"
+    p = subprocess.run([taskset, "-c", "0", sys.executable, "-c", code], capture_output=True, text=True, env=_env(tmp_path),
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == "one CPU: nothing would run beside the parent"
+
+
+def test_which_jobs_pay(tmp_path):
+    """The documented rule (BIG_WALKS_BYTES): the scan runs ahead with no stored walks or big ones;
+    NVML only where a driver is loaded and the probe root is the machine's own."""
+    from cudafix.probes import ahead
+    from cudafix.probes.dirwalk import WALKS_FILE
+
+    cache = tmp_path / "c"
+    cache.mkdir()
+    assert ahead._scan_work(None) and ahead._scan_work(str(cache))
+    (cache / WALKS_FILE).write_bytes(b"x" * (ahead.BIG_WALKS_BYTES - 1))
+    assert not ahead._scan_work(str(cache))
+    (cache / WALKS_FILE).write_bytes(b"x" * ahead.BIG_WALKS_BYTES)
+    assert ahead._scan_work(str(cache))
+    root = _tree(tmp_path)  # /proc/driver/nvidia exists there, but a tree has no NVML to ask
+    assert not ahead._nvml_work(str(root), use_nvml=False)
+    assert ahead._nvml_work(str(root), use_nvml=True)
+    assert not ahead._nvml_work(str(tmp_path / "empty"), use_nvml=True)
