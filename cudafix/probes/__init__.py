@@ -250,7 +250,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
     _guard(snap, "libraries", _libraries)
 
-    ext_kwargs = None  # type: Optional[Dict[str, Any]]
+    ext_kwargs: Optional[Dict[str, Any]] = None
     ext_job = ahead.claim(EXTENSIONS, None) if ahead is not None else None
 
     def _extensions() -> None:

@@ -40,14 +40,14 @@ class Job:
     def __init__(self, name: str, key: Any, pid: int, fd: int) -> None:
         self.name, self.key, self._pid, self._fd = name, key, pid, fd
         self._done = False
-        self._answer = None  # type: Optional[Tuple[bool, Any]]
+        self._answer: Optional[Tuple[bool, Any]] = None
 
     def take(self) -> Optional[Tuple[bool, Any]]:
         """``(True, value)``, ``(False, "Type: message")`` (the probe raised), or None: no answer
         (the child died, or sent what cannot be read): the caller runs the probe itself."""
         if not self._done:
             self._done = True
-            chunks = []  # type: List[bytes]
+            chunks: List[bytes] = []
             try:
                 while True:
                     chunk = os.read(self._fd, 1 << 20)
@@ -146,7 +146,7 @@ def _fork(name: str, key: Any, work: Callable[[], Any]) -> Optional[Job]:
         try:
             os.close(r)
             try:
-                answer = (True, work())  # type: Tuple[bool, Any]
+                answer: Tuple[bool, Any] = (True, work())
             except Exception as exc:  # what _guard would have recorded for this probe
                 answer = (False, "%s: %s" % (type(exc).__name__, exc))
             import pickle
@@ -225,7 +225,7 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     env = dict(env)
     root = probe_root(env)
     use_nvml = root == "/"
-    jobs = {}  # type: Dict[str, Job]
+    jobs: Dict[str, Job] = {}
     if always or _nvml_work(root, use_nvml):
         from cudafix.probes import gpus
 
