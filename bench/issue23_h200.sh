@@ -32,6 +32,7 @@ EOF
   cp "$X/0.json" "$OUT"/status-ahead.json
   XDG_CACHE_HOME=$X PYTHONPATH=$HERE "$PY" "$HERE"/bench/ahead_timeline.py -n 5
   XDG_CACHE_HOME=$X PYTHONPATH=$HERE "$PY" "$HERE"/bench/ahead_timeline.py -n 3 --always
+  PYTHONPATH=$HERE "$PY" "$HERE"/bench/ahead_timeline.py -n 3 --cold
   find "$X" -name '*.json' -path '*envs*' -exec ls -l {} + ) > "$OUT"/ahead.txt 2>&1
 # 2. same-run A/Bs: against the before tree, and against this tree serial
 ( cd /; timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$BEFORE" -n 30
