@@ -33,7 +33,7 @@ def one(always: bool) -> None:
     real_fork, real_take = ahead._fork, ahead.Job.take
     forks = []
 
-    def fork(name, key, work):  # type: ignore[no-untyped-def]
+    def fork(name, key, work, **kw):  # type: ignore[no-untyped-def]
         def timed():  # type: ignore[no-untyped-def]
             began = time.perf_counter()
             try:
@@ -43,7 +43,7 @@ def one(always: bool) -> None:
                              % (name, (began - T0) * 1e3, (time.perf_counter() - began) * 1e3)).encode())
 
         began = time.perf_counter()
-        job = real_fork(name, key, timed)
+        job = real_fork(name, key, timed, **kw)
         forks.append("%s %.2f ms" % (name, (time.perf_counter() - began) * 1e3))
         return job
 
@@ -51,11 +51,11 @@ def one(always: bool) -> None:
         if self._done:  # asked again (Job.drop): nothing to wait for
             return real_take(self)
         began = time.perf_counter()
-        try:
-            return real_take(self)
-        finally:
-            os.write(2, ("  parent took %-10s at %6.1f ms, waited %5.1f ms\n"
-                         % (self.name, (began - T0) * 1e3, (time.perf_counter() - began) * 1e3)).encode())
+        got = real_take(self)
+        os.write(2, ("  parent took %-10s at %6.1f ms, waited %5.1f ms%s\n"
+                     % (self.name, (began - T0) * 1e3, (time.perf_counter() - began) * 1e3,
+                        "" if got and got[0] else ": NO ANSWER (%s)" % (got[1] if got else "none"))).encode())
+        return got
 
     ahead._fork, ahead.Job.take = fork, take
     if always:

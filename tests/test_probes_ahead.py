@@ -133,6 +133,8 @@ if mode == "killed":
         os.kill(job._pid, signal.SIGKILL)
 snap = probes.take_snapshot(cache_dir=cache, ahead=started)
 answered = {n: (None if j._answer is None else j._answer[0]) for n, j in jobs.items()}
+pending = sorted(j.name for j in jobs.values() if j._pid in ahead._PENDING)  # answered, not yet exited
+ahead.reap_all()  # what the process's exit does (atexit)
 reaped = []
 for j in jobs.values():
     try:
@@ -144,7 +146,7 @@ def doc(s):
     d = json.loads(s.to_json())
     d.pop("created", None)
     return d
-print(json.dumps({"started": sorted(jobs), "answered": answered, "reaped": sorted(reaped), "same": doc(snap) == doc(serial),
+print(json.dumps({"started": sorted(jobs), "pending": pending, "answered": answered, "reaped": sorted(reaped), "same": doc(snap) == doc(serial),
                   "errors": list(snap.probe_errors.items()), "serial_errors": list(serial.probe_errors.items()),
                   "gpus": [g.pci_bus_id for g in snap.gpus.gpus], "visible": snap.gpus.visible}))
 """
@@ -253,3 +255,31 @@ def test_which_jobs_pay(tmp_path):
     assert not ahead._nvml_work(str(root), use_nvml=False)
     assert ahead._nvml_work(str(root), use_nvml=True)
     assert not ahead._nvml_work(str(tmp_path / "empty"), use_nvml=True)
+
+
+# Runs `cudafix status` as a child of a subreaper (PR_SET_CHILD_SUBREAPER): a descendant it left
+# running or unreaped would be handed to this process when it exits, and waitpid(-1) would see it.
+SUBREAPER = r"""
+import ctypes, json, os, subprocess, sys
+PR_SET_CHILD_SUBREAPER = 36
+assert ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+# the GPU job's after-answer step (NVML's shutdown) made slow: its child has answered, not exited
+code = "import functools, time; from cudafix.probes import ahead, gpus; ahead.start = functools.partial(ahead.start, always=True); " \
+       "gpus.shutdown_nvml = lambda: time.sleep(0.5); from cudafix.cli import run; run(['status', '--json'])"
+p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
+left = []
+while True:
+    try:
+        pid, _ = os.waitpid(-1, 0)
+    except ChildProcessError:
+        break
+    left.append(pid)
+print(json.dumps({"rc": p.returncode, "left": left}))
+"""
+
+
+def test_no_child_outlives_the_command(tv_python, tmp_path):
+    p = subprocess.run([str(tv_python), "-c", SUBREAPER], capture_output=True, text=True, env=_env(tmp_path), timeout=300,
+                       cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == {"rc": 0, "left": []}

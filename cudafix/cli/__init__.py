@@ -65,6 +65,12 @@ def run(argv: Optional[List[str]] = None) -> None:
 
     rc = fast_main(sys.argv[1:] if argv is None else argv)
     if rc is not None:
+        import gc
+
+        # The process ends here.  The interpreter's last act would be a full collection over every
+        # object still alive (~6 ms of a warm `status` on this project's 2-core VM, issue 23); a
+        # frozen object is left out of it, and is freed by its reference count as any other.
+        gc.freeze()
         sys.exit(rc)
     import gc
 

@@ -15,11 +15,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-    from cudafix.model.snapshot import TorchBuild
+    from cudafix.model.snapshot import PythonInfo, Snapshot, TorchBuild
     from cudafix.probes.ahead import Ahead
 
-from cudafix import __version__
-from cudafix.model.snapshot import PythonInfo, Snapshot
+# The model is imported where a snapshot is made, not here: `status` imports this package (for
+# cudafix.probes.ahead) before it forks, and whatever is imported first delays the fork.
 
 PYTHON_QUERY_TIMEOUT_S = 30.0
 SYSTEM_PREFIXES = ("/", "/usr", "/usr/local")  # sys.prefix of a distribution's or `make install`'s python
@@ -63,6 +63,7 @@ def query_python(python: str, env: Mapping[str, str], timeout: float = PYTHON_QU
     """
     import subprocess  # here: `status` on this interpreter never spawns, and skips the import
 
+    from cudafix.model.snapshot import PythonInfo
     from cudafix.store.safefs import CHILD_CWD
 
     child_env = dict(env)
@@ -103,6 +104,8 @@ def _norm(p: str) -> str:
 
 
 def current_python() -> Tuple[PythonInfo, List[str]]:
+    from cudafix.model.snapshot import PythonInfo
+
     info = PythonInfo(executable=sys.executable or "", version=_python_version(), prefix=sys.prefix,
                       platform=sysconfig.get_platform())
     return info, list(sys.path)
@@ -166,6 +169,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     extension scan already running in child processes (cudafix.probes.ahead, the CLI's), used
     where they were started for this snapshot's own inputs.
     """
+    from cudafix import __version__
+    from cudafix.model.snapshot import Snapshot
     from cudafix.probes import driver, environment, gpus, host, node, pci, toolkits, torch_build
 
     from cudafix.store.paths import probe_root

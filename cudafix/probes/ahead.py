@@ -28,7 +28,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 GPUS = "gpus"
 EXTENSIONS = "extensions"
@@ -58,6 +58,7 @@ class Job:
                 chunks = []
             finally:
                 os.close(self._fd)
+                _HELD.discard(self._fd)
                 _reap(self._pid)
             if chunks:
                 try:
@@ -77,11 +78,35 @@ class Job:
         self.take()
 
 
+# The read ends of this process's jobs (and, in a child, its write end to its parent): a child
+# closes the ones it inherits, or a parent's read would wait for the grandchildren's exit.
+_HELD: Set[int] = set()
+# Children that answered but had not exited when asked: waited for at this process's exit.
+_PENDING: List[int] = []
+
+
 def _reap(pid: int) -> None:
+    """Wait for a child that has answered -- without blocking: after its answer a child still shuts
+    NVML down and tears its memory down, which the caller need not wait for (:func:`reap_all`)."""
     try:
-        os.waitpid(pid, 0)
+        done, _ = os.waitpid(pid, os.WNOHANG)
     except (OSError, InterruptedError):
-        pass
+        return
+    if done == 0:
+        if not _PENDING:
+            import atexit
+
+            atexit.register(reap_all)
+        _PENDING.append(pid)
+
+
+def reap_all() -> None:
+    """Wait for every child that answered (a process's exit: none is left a zombie)."""
+    while _PENDING:
+        try:
+            os.waitpid(_PENDING.pop(), 0)
+        except (OSError, InterruptedError):
+            pass
 
 
 class Ahead:
@@ -130,7 +155,9 @@ def can_fork(env: Mapping[str, str]) -> Optional[str]:
     return None
 
 
-def _fork(name: str, key: Any, work: Callable[[], Any]) -> Optional[Job]:
+def _fork(name: str, key: Any, work: Callable[[], Any], after: Optional[Callable[[], None]] = None) -> Optional[Job]:
+    """A child running ``work``; once its answer is sent (and its end of the pipe closed, so the
+    parent reads it at once) it runs ``after`` and waits for children of its own."""
     try:
         r, w = os.pipe()
     except OSError:
@@ -144,7 +171,11 @@ def _fork(name: str, key: Any, work: Callable[[], Any]) -> Optional[Job]:
     if pid == 0:  # the child: run, answer, leave without running anything of the parent's
         code = 1
         try:
-            os.close(r)
+            for fd in [r] + sorted(_HELD):
+                os.close(fd)
+            _HELD.clear()
+            _HELD.add(w)
+            _PENDING[:] = []  # the parent's children are not this one's to wait for
             try:
                 answer: Tuple[bool, Any] = (True, work())
             except Exception as exc:  # what _guard would have recorded for this probe
@@ -154,12 +185,19 @@ def _fork(name: str, key: Any, work: Callable[[], Any]) -> Optional[Job]:
             data = memoryview(pickle.dumps(answer, pickle.HIGHEST_PROTOCOL))
             while data:
                 data = data[os.write(w, data):]
+            os.close(w)
             code = 0
+            if after is not None:
+                after()
         except BaseException:  # KeyboardInterrupt, a closed pipe: no answer, the parent probes itself
             pass
         finally:
-            os._exit(code)
+            try:
+                reap_all()
+            finally:
+                os._exit(code)
     os.close(w)
+    _HELD.add(r)
     return Job(name, key, pid, r)
 
 
@@ -229,7 +267,9 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     if always or _nvml_work(root, use_nvml):
         from cudafix.probes import gpus
 
-        job = _fork(GPUS, gpus_key(env, root, use_nvml), lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
+        # NVML is shut down after the answer is sent (~4 ms the parent need not wait for)
+        job = _fork(GPUS, gpus_key(env, root, use_nvml), lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml, keep_nvml=True),
+                    after=gpus.shutdown_nvml)
         if job is not None:
             jobs[GPUS] = job
     if extensions and (always or _scan_work(cache_dir)):

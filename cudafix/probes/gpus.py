@@ -121,8 +121,9 @@ def import_pynvml(env: Optional[Dict[str, str]] = None):  # type: ignore[no-unty
     return pynvml
 
 
-def read_nvml_gpus() -> Tuple[Optional[List[GPU]], Optional[str]]:
-    """GPUs via NVML (pynvml, optional), or (None, reason).  Always shuts NVML down.
+def read_nvml_gpus(keep_nvml: bool = False) -> Tuple[Optional[List[GPU]], Optional[str]]:
+    """GPUs via NVML (pynvml, optional), or (None, reason).  Shuts NVML down, unless ``keep_nvml``:
+    then the caller does (:func:`shutdown_nvml`; cudafix.probes.ahead, after it has answered).
 
     pynvml is imported here and only when a driver is present: importing it costs 10-90 ms
     (a ~330 KB module, compiled on every run where no .pyc could be written), and without a
@@ -160,19 +161,30 @@ def read_nvml_gpus() -> Tuple[Optional[List[GPU]], Optional[str]]:
     except Exception as exc:
         return None, "NVML query failed: %s" % (_s(exc) or type(exc).__name__)
     finally:
+        if not keep_nvml:
+            shutdown_nvml()
+
+
+def shutdown_nvml() -> None:
+    """nvmlShutdown, where pynvml was imported (it counts its nvmlInit calls)."""
+    import sys
+
+    pynvml = sys.modules.get("pynvml")
+    if pynvml is not None:
         try:
             pynvml.nvmlShutdown()
         except Exception:
             pass
 
 
-def probe_gpus(env: Optional[Dict[str, str]] = None, root: str = "/", use_nvml: bool = True) -> GPUInfo:
+def probe_gpus(env: Optional[Dict[str, str]] = None, root: str = "/", use_nvml: bool = True,
+               keep_nvml: bool = False) -> GPUInfo:
     env = dict(os.environ) if env is None else env
     info = GPUInfo()
     gpus = None  # type: Optional[List[GPU]]
     nvml_reason = None
     if use_nvml and root in ("", "/"):
-        gpus, nvml_reason = read_nvml_gpus()
+        gpus, nvml_reason = read_nvml_gpus(keep_nvml)
     elif use_nvml:
         nvml_reason = "NVML not used under a test root"
     else:
