@@ -65,8 +65,9 @@ jobs = []
 def snapshot_job(*a, **k):
     job = job_of(*a, **k)
     jobs.append(job)
-    if sys.argv[1] == "killed":
-        os.kill(job._pid, signal.SIGKILL)
+    if sys.argv[1] == "killed":  # the snapshot's child, and the GPU and extension children forked before it
+        for pid in [job._pid] + ahead._PENDING:
+            os.kill(pid, signal.SIGKILL)
     return job
 ahead.snapshot_job = snapshot_job
 if sys.argv[1] == "killed":
@@ -283,3 +284,48 @@ def test_no_child_outlives_the_command(tv_python, tmp_path):
                        cwd=str(tmp_path))
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout) == {"rc": 0, "left": []}
+
+
+# The cold scan's examining split over processes (cudafix.probes.extensions.examine_all): each
+# file's facts as one process examining it serially finds them, and the work done by as many
+# processes as asked.
+EXAMINE_ALL = r"""
+import json, os, sys
+from cudafix.probes import extensions as E
+from cudafix.probes.dirwalk import DirCache, walk
+files = sorted({real for site in sys.argv[1:] for _p, real in walk(site, E.MAX_DEPTH, DirCache(None, E.is_shared_object_name))})
+real_examine = E.examine
+E.examine = lambda p: {"pid": os.getpid(), "facts": real_examine(p)}
+got = E.examine_all([(p, os.path.getsize(p)) for p in files], 4)
+truth = {p: real_examine(p) for p in files}
+print(json.dumps({"files": len(files), "same": {p: v["facts"] for p, v in got.items()} == truth,
+                  "processes": len({v["pid"] for v in got.values()}), "mine": os.getpid() in {v["pid"] for v in got.values()}}))
+"""
+
+
+def test_examine_all_splits_the_cold_scan(tv_python, tmp_path):
+    from tests.conftest import VENVS
+
+    sites = [str(next((VENVS / v / "lib").glob("python3*/site-packages"))) for v in ("torchvision-cu", "torch-cu")]
+    p = subprocess.run([str(tv_python), "-c", EXAMINE_ALL] + sites, capture_output=True, text=True, env=_env(tmp_path),
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert got["files"] >= 32  # enough for the split (extensions.PARALLEL_MIN_FILES)
+    assert got == {"files": got["files"], "same": True, "processes": 4, "mine": True}
+
+
+def test_cold_scan_with_workers_is_the_serial_scan(tv_python, tmp_path):
+    code = ("import json, os, sys, dataclasses; from cudafix.probes import extensions as E\n"
+            "sites = sys.argv[2:]\n"
+            "a = E.probe_extensions(sites, dict(os.environ), cache_dir=sys.argv[1] + '/a', workers=1)\n"
+            "b = E.probe_extensions(sites, dict(os.environ), cache_dir=sys.argv[1] + '/b', workers=3)\n"
+            "print(json.dumps([dataclasses.asdict(a) == dataclasses.asdict(b), len(a.modules), a.files_seen]))\n")
+    from tests.conftest import VENVS
+
+    sites = [str(next((VENVS / v / "lib").glob("python3*/site-packages"))) for v in ("torchvision-cu", "torch-cu")]
+    p = subprocess.run([str(tv_python), "-c", code, str(tmp_path)] + sites, capture_output=True, text=True,
+                       env=_env(tmp_path), timeout=300)
+    assert p.returncode == 0, p.stderr
+    same, modules, seen = json.loads(p.stdout)
+    assert same and modules > 0 and seen >= 32

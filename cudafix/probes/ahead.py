@@ -5,9 +5,10 @@ the interpreter is ~60, importing cudafix's model, rules, planner and renderers 
 probes ~95: the GPU probe (importing pynvml ~18 ms, nvmlInit ~12, the first handle ~7,
 nvmlShutdown ~4) and the extension scan (a stat per directory and file of the env, its cache
 files) ~30 each, every other probe ~20.  None of the imports is needed to probe, and the two big
-probes need nothing the others compute.  So the command forks a child that takes the snapshot
-(:func:`snapshot_job`) and imports what it needs meanwhile; that child forks one more child for
-the GPU probe and one for the extension scan (:func:`start`) where each pays, and runs the rest.
+probes need nothing the others compute.  So the command forks a child for the GPU probe and one
+for the extension scan where each pays (:func:`start`), then a child that takes the snapshot with
+their answers and runs every other probe (:func:`snapshot_job`), and imports what it needs itself
+meanwhile.
 Each child runs the same probe functions the serial path runs, sends its return value back
 pickled through a pipe and leaves with ``os._exit`` (no atexit handler, no flush of the parent's
 buffers).  The answers are the probes' own, taken fresh on every run: nothing is cached that the
@@ -93,11 +94,15 @@ def _reap(pid: int) -> None:
     except (OSError, InterruptedError):
         return
     if done == 0:
-        if not _PENDING:
-            import atexit
+        _pending(pid)
 
-            atexit.register(reap_all)
-        _PENDING.append(pid)
+
+def _pending(pid: int) -> None:
+    if not _PENDING:
+        import atexit
+
+        atexit.register(reap_all)
+    _PENDING.append(pid)
 
 
 def reap_all() -> None:
@@ -130,6 +135,15 @@ class Ahead:
             job.drop()
         self.jobs.clear()
 
+    def hand_over(self) -> None:
+        """The jobs' answers go to another child (which holds the read ends): this process closes
+        its own and only waits for the jobs' processes, at its exit."""
+        for job in self.jobs.values():
+            os.close(job._fd)
+            _HELD.discard(job._fd)
+            _pending(job._pid)
+        self.jobs.clear()
+
 
 def can_fork(env: Mapping[str, str]) -> Optional[str]:
     """None where forking the probes is safe here, else why not (one line)."""
@@ -146,18 +160,29 @@ def can_fork(env: Mapping[str, str]) -> Optional[str]:
     if threads != 1:
         # a child of a threaded process may inherit a lock some other thread held (malloc, stdio, import)
         return "%d threads in this process" % threads
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    if cpus < 2:
+    if _cpus() < 2:
         return "one CPU: nothing would run beside the parent"
     return None
 
 
-def _fork(name: str, key: Any, work: Callable[[], Any], after: Optional[Callable[[], None]] = None) -> Optional[Job]:
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# A cold extension scan reads every shared object of the env (the H200 image: 782, ~360 ms in
+# one process); its examining is split over half the CPUs (the other jobs run too), at most 8.
+MAX_EXAMINE_WORKERS = 8
+
+
+def _fork(name: str, key: Any, work: Callable[[], Any], after: Optional[Callable[[], None]] = None,
+          keep: Tuple[int, ...] = ()) -> Optional[Job]:
     """A child running ``work``; once its answer is sent (and its end of the pipe closed, so the
-    parent reads it at once) it runs ``after`` and waits for children of its own."""
+    parent reads it at once) it runs ``after`` and waits for children of its own.  ``keep``: read
+    ends of other jobs the child is to read (every other one it inherits, it closes)."""
     try:
         r, w = os.pipe()
     except OSError:
@@ -171,10 +196,10 @@ def _fork(name: str, key: Any, work: Callable[[], Any], after: Optional[Callable
     if pid == 0:  # the child: run, answer, leave without running anything of the parent's
         code = 1
         try:
-            for fd in [r] + sorted(_HELD):
+            for fd in [r] + sorted(_HELD.difference(keep)):
                 os.close(fd)
             _HELD.clear()
-            _HELD.add(w)
+            _HELD.update((w,) + tuple(keep))
             _PENDING[:] = []  # the parent's children are not this one's to wait for
             try:
                 answer: Tuple[bool, Any] = (True, work())
@@ -236,19 +261,27 @@ SNAPSHOT = "snapshot"
 
 
 def snapshot_job(env: Mapping[str, str], cache_dir: Optional[str], python: Optional[str] = None) -> Optional[Job]:
-    """A child taking ``take_snapshot(python=python, cache_dir=cache_dir)`` (the GPU probe and the
-    extension scan in children of its own, :func:`start`), or None (``can_fork``)."""
+    """A child taking ``take_snapshot(python=python, cache_dir=cache_dir)``, with the GPU probe and
+    the extension scan (:func:`start`) in children forked first, from here: NVML's ~40 ms are the
+    longest chain of the run, and begin ~5 ms sooner than from the snapshot's child.  That child
+    reads their answers; this process only waits for them at its exit.  None: ``can_fork``."""
     if can_fork(env) is not None:
         return None
     env = dict(env)
+    jobs = start(env, cache_dir, extensions=python is None)
 
     def work() -> Any:
         from cudafix.probes import take_snapshot
 
-        jobs = start(env, cache_dir, extensions=python is None)
         return take_snapshot(python=python, cache_dir=cache_dir, ahead=jobs)
 
-    return _fork(SNAPSHOT, None, work)
+    job = _fork(SNAPSHOT, None, work, keep=tuple(j._fd for j in jobs.jobs.values()) if jobs else ())
+    if jobs is not None:
+        if job is None:
+            jobs.close()
+        else:
+            jobs.hand_over()
+    return job
 
 
 def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False,
@@ -293,4 +326,4 @@ def _extensions_job(env: Dict[str, str], cache_dir: Optional[str], root: str) ->
     torches = torch_build.probe_torch(sys_path, prefix=prefix, scan_arch=False, conda_records=[])
     kwargs = probes.extension_kwargs(sys_path, env, prefix, conda, torches[0] if torches else None, info.version,
                                      cache_dir, root, probes.kept_dirs(prefix, root))
-    return kwargs, probe_extensions(**kwargs)
+    return kwargs, probe_extensions(workers=min(MAX_EXAMINE_WORKERS, _cpus() // 2), **kwargs)

@@ -319,10 +319,12 @@ def _roots(sys_path: List[str], prefix: Optional[str], conda: bool, env: Mapping
 def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Optional[str] = None,
                      conda: bool = False, torch_dir: Optional[str] = None,
                      cache_dir: Optional[str] = None, tag: Optional[str] = None, root: str = "/",
-                     keep: Tuple[str, ...] = ()) -> ExtensionInfo:
+                     keep: Tuple[str, ...] = (), workers: int = 1) -> ExtensionInfo:
     """Scan the env (see the module docstring); ``torch_dir`` is the primary torch package dir,
     ``tag`` its extension-cache folder (extension_tag); ``root`` / ``keep``: the probe root and
-    the env's own directories (host.machine_path)."""
+    the env's own directories (host.machine_path).  ``workers`` > 1: the shared objects the cache
+    does not answer for are examined in that many processes (cudafix.probes.ahead, the CLI's
+    extension job only: :func:`examine_all`)."""
     info = ExtensionInfo(scanned=True)
     probe_root, roots = root, _roots(sys_path, prefix, conda, env, tag, root, keep)
     info.roots = [r for r, _ in roots]
@@ -334,71 +336,80 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
     torch_lib = os.path.join(torch_dir, "lib") if torch_dir else None
     seen = set()
     dirs = DirCache(cache_dir, is_shared_object_name)
+    todo: List[Tuple[str, str, Any, str, str]] = []  # path, realpath, stat_sig, root, kind: every file to examine
+    for root, kind in roots:
+        if kind == "conda lib":
+            files: Iterator[Tuple[str, str]] = (
+                (p, os.path.realpath(p)) for p in (os.path.join(root, n) for n in _listdir(root)
+                                                   if is_shared_object_name(n) and not n.startswith(VENDOR_PREFIXES)))
+        elif kind == "torch extension cache":
+            files = walk(root, dict(torch_extension_roots(env, tag, probe_root, keep)).get(root, 3), dirs)
+        else:
+            files = walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, dirs)
+        try:
+            found = list(files)
+        except WalkLimit as exc:
+            info.unknown[root] = str(exc)
+            found = []
+        for path, real in found:
+            if real in seen:
+                continue
+            sig = cachefile.stat_sig(real)  # one stat: is it a regular file, and unchanged?
+            if sig is None or not stat.S_ISREG(sig[0]):
+                continue
+            seen.add(real)
+            info.files_seen += 1
+            if info.files_seen > MAX_FILES:
+                info.unknown["files"] = "more than %d shared objects: the rest were not examined" % MAX_FILES
+                break
+            todo.append((path, real, sig, root, kind))
+
+    def cached(real: str, sig: Any) -> Optional[Dict[str, Any]]:
+        ent = cache.get(real)
+        return ent if isinstance(ent, dict) and ent.get("sig") == sig and "facts" in ent else None
+
+    examined = examine_all([(real, sig[3]) for _p, real, sig, _r, _k in todo if cached(real, sig) is None], workers)
     try:
-        for root, kind in roots:
-            if kind == "conda lib":
-                files: Iterator[Tuple[str, str]] = (
-                    (p, os.path.realpath(p)) for p in (os.path.join(root, n) for n in _listdir(root)
-                                                       if is_shared_object_name(n) and not n.startswith(VENDOR_PREFIXES)))
-            elif kind == "torch extension cache":
-                files = walk(root, dict(torch_extension_roots(env, tag, probe_root, keep)).get(root, 3), dirs)
+        for path, real, sig, root, kind in todo:
+            ent = cached(real, sig)
+            if ent is not None:
+                facts = ent["facts"]
             else:
-                files = walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, dirs)
-            try:
-                found = list(files)
-            except WalkLimit as exc:
-                info.unknown[root] = str(exc)
-                found = []
-            for path, real in found:
-                if real in seen:
-                    continue
-                sig = cachefile.stat_sig(real)  # one stat: is it a regular file, and unchanged?
-                if sig is None or not stat.S_ISREG(sig[0]):
-                    continue
-                seen.add(real)
-                info.files_seen += 1
-                if info.files_seen > MAX_FILES:
-                    info.unknown["files"] = "more than %d shared objects: the rest were not examined" % MAX_FILES
-                    break
-                ent = cache.get(real)
-                if isinstance(ent, dict) and ent.get("sig") == sig and "facts" in ent:
-                    facts = ent["facts"]
-                else:
-                    facts = examine(real)
-                    ent = {"sig": sig, "facts": facts}
-                    cache[real] = ent
+                facts = examined[real] if real in examined else examine(real)
+                ent = {"sig": sig, "facts": facts}
+                cache[real] = ent
+                dirty = True
+            if facts is None:
+                continue
+            owner = _cached_owner(ent, path, root)
+            if owner is None:
+                owner, deps = _owner(path, kind, root, owners, prefix if conda else None, conda_cache)
+                sigs = [[d, cachefile.stat_sig(d)] for d in deps]
+                # an answer read while a dependency changes is not kept (as the listings: racy)
+                if not cachefile.racy([sg for _d, sg in sigs], dirs.started_ns):
+                    ent["owner"] = [root, path, list(owner), sigs]
                     dirty = True
-                if facts is None:
-                    continue
-                owner = _cached_owner(ent, path, root)
-                if owner is None:
-                    owner, deps = _owner(path, kind, root, owners, prefix if conda else None, conda_cache)
-                    sigs = [[d, cachefile.stat_sig(d)] for d in deps]
-                    # an answer read while a dependency changes is not kept (as the listings: racy)
-                    if not cachefile.racy([sg for _d, sg in sigs], dirs.started_ns):
-                        ent["owner"] = [root, path, list(owner), sigs]
-                        dirty = True
-                mod = _module(path, kind, facts, owner)
-                if mod.torch_linked:
-                    if torch_lib is None:
-                        mod.unknown["torch_symbols"] = "no torch installed to check its torch symbols against"
-                    else:
-                        key = [torch_lib, None]
-                        if tsyms is None:
-                            tsyms = TorchSymbols(torch_lib)
-                        key[1] = tsyms.sig
-                        sym = ent.get("symcheck")
-                        if not (isinstance(sym, dict) and sym.get("key") == key):
-                            missing, err = tsyms.missing(list(facts.get("torch_syms") or ()))
-                            sym = {"key": key, "missing": missing[:MAX_MISSING_KEPT], "count": len(missing), "error": err,
-                                   "demangled": demangle(missing[0]) if missing else None}
-                            if not err:
-                                ent["symcheck"] = sym
-                                dirty = True
-                        _apply_symcheck(mod, sym, torch_lib, len(facts.get("torch_syms") or ()))
-                        if mod.missing_torch_symbols_count:
-                            _apply_loadcheck(mod, torch_dir, env, probe_root, keep)
-                info.modules.append(mod)
+            mod = _module(path, kind, facts, owner)
+            if mod.torch_linked:
+                if torch_lib is None:
+                    mod.unknown["torch_symbols"] = "no torch installed to check its torch symbols against"
+                else:
+                    key = [torch_lib, None]
+                    if tsyms is None:
+                        tsyms = TorchSymbols(torch_lib)
+                    key[1] = tsyms.sig
+                    sym = ent.get("symcheck")
+                    if not (isinstance(sym, dict) and sym.get("key") == key):
+                        missing, err = tsyms.missing(list(facts.get("torch_syms") or ()))
+                        sym = {"key": key, "missing": missing[:MAX_MISSING_KEPT], "count": len(missing), "error": err,
+                               "demangled": demangle(missing[0]) if missing else None}
+                        if not err:
+                            ent["symcheck"] = sym
+                            dirty = True
+                    _apply_symcheck(mod, sym, torch_lib, len(facts.get("torch_syms") or ()))
+                    if mod.missing_torch_symbols_count:
+                        _apply_loadcheck(mod, torch_dir, env, probe_root, keep)
+            info.modules.append(mod)
     finally:
         if tsyms is not None:
             tsyms.close()
@@ -410,6 +421,36 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
     info.found_via["modules"] = "ELF headers, .nv_fatbin and dynamic symbols of %d shared objects under %d directories" % (
         info.files_seen, len(roots))
     return info
+
+
+# Below this many files to examine, more processes cost more than they save.
+PARALLEL_MIN_FILES = 32
+
+
+def examine_all(files: List[Tuple[str, int]], workers: int) -> Dict[str, Any]:
+    """``examine`` of each (path, size) with ``workers`` > 1 processes, where there are enough files
+    and forking is safe here (cudafix.probes.ahead.can_fork): {path: facts}; the files no child
+    answered for are left out (the caller examines them itself).  Each process gets about the same
+    number of bytes (the biggest files first, each to the least loaded), as reading is most of it."""
+    if workers < 2 or len(files) < PARALLEL_MIN_FILES:
+        return {}
+    from cudafix.probes import ahead
+
+    if ahead.can_fork(os.environ) is not None:
+        return {}
+    shares: List[List[str]] = [[] for _ in range(workers)]
+    load = [0] * workers
+    for path, size in sorted(files, key=lambda f: -f[1]):
+        i = load.index(min(load))
+        shares[i].append(path)
+        load[i] += size
+    jobs = [ahead._fork("examine", None, lambda share=share: {p: examine(p) for p in share}) for share in shares[1:]]
+    out = {p: examine(p) for p in shares[0]}  # this process's own share, while the others run
+    for job in jobs:
+        got = job.take() if job is not None else None
+        if got is not None and got[0]:
+            out.update(got[1])
+    return out
 
 
 def _listdir(d: str) -> List[str]:
