@@ -3,14 +3,14 @@ owners (RECORD / conda-meta lookups), the directory walks, and loading the direc
     PYTHONPATH=<dir holding cudafix/> <env>/bin/python bench/extension_phases.py
 Used for docs/gpu-raw/h200-status-phases-2329.txt (docs/benchmarks.md, issue 23)."""
 import time, sys, os
-from cudafix.probes import extensions as E, dirwalk as D
+from cudafix.probes import extensions as E, dirwalk as D, extowners
 from cudafix.probes import take_snapshot
 from cudafix.store import paths
 ot=[0]; wt=[0]; ct=[0]
-oo=E._Owners.owner
+oo=extowners.Owners.owner
 def owner(self,*a):
     t=time.perf_counter(); r=oo(self,*a); ot[0]+=time.perf_counter()-t; return r
-E._Owners.owner=owner
+extowners.Owners.owner=owner
 ow=D.walk
 def walk(*a):
     t=time.perf_counter(); r=list(ow(*a)); wt[0]+=time.perf_counter()-t; return iter(r)

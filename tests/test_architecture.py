@@ -253,9 +253,14 @@ def _system_consts(tree: ast.Module) -> Tuple[Set[str], Set[str]]:
     return one, many
 
 
+# /proc/self is the running cudafix process (its threads: cudafix/probes/ahead.py), never the
+# machine a probe describes: a laid-out tree has no process to stand in for it.
+OWN_PROCESS = re.compile(r"^/proc/self(/|$)")
+
+
 def _names_system_path(node: ast.AST, one: Set[str]) -> bool:
     if isinstance(node, ast.Constant):
-        return isinstance(node.value, str) and bool(SYSTEM_PATH.match(node.value))
+        return isinstance(node.value, str) and bool(SYSTEM_PATH.match(node.value)) and not OWN_PROCESS.match(node.value)
     if isinstance(node, ast.Name):
         return node.id in one
     if isinstance(node, ast.BinOp):  # "/lib/" + triplet, "/sys/class/%s" % dev
@@ -342,6 +347,14 @@ def test_probes_read_system_paths_under_the_root():
     assert "read_ld_cache" in defaults  # ldcache.read_ld_cache(path=LD_SO_CACHE): callers must pass the tree's
     bad = [b for path in probe_files for b in unrooted_system_paths(path, imported, defaults)]
     assert not bad, "read it under the probe root (host.join_root / host.machine_path / fs.machine): %s" % bad
+
+
+def test_own_process_paths_are_not_the_machines():
+    def flagged(path):
+        return _names_system_path(ast.Constant(path), set())
+
+    assert not flagged("/proc/self/task") and not flagged("/proc/self")
+    assert flagged("/proc/driver/nvidia/version") and flagged("/proc/selfish") and flagged("/proc/1/task")
 
 
 def test_the_root_check_sees_what_a606e04_did(tmp_path):

@@ -23,6 +23,7 @@ import pytest
 from cudafix.model.snapshot import GPU, Snapshot
 from cudafix.probes import elfsym
 from cudafix.probes import extensions as pext
+from cudafix.probes import extowners
 from cudafix.warm import runtime as warmrun
 from cudafix.warm import plan as warm
 from tests import extbuild
@@ -313,9 +314,9 @@ def test_owner_is_cached_and_every_change_of_it_seen(plain_modules, tmp_path, mo
         return m.package, m.package_version
 
     assert owner() == ("myops", "1.0") and _truth_owner(site, "myops/_C.so") == [("myops", "1.0")]
-    real = pext._Owners._read_record
+    real = extowners.Owners._read_record
     reads = []
-    monkeypatch.setattr(pext._Owners, "_read_record", staticmethod(lambda p: reads.append(p) or real(p)))
+    monkeypatch.setattr(extowners.Owners, "_read_record", staticmethod(lambda p: reads.append(p) or real(p)))
     assert owner() == ("myops", "1.0") and reads == []  # warm: a stat of the RECORD and of the site dir
     # pip install myops==2.0: the old dist-info goes, a new one comes
     shutil.rmtree(str(d1))

@@ -35,12 +35,12 @@ if TYPE_CHECKING:
     from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import ExtensionInfo, ExtensionModule
-from cudafix.probes import elfsym
+from cudafix.probes import elfsym, extowners
 from cudafix.probes.dirwalk import DirCache, WalkLimit, walk
 from cudafix.probes.elf import read_elf
 from cudafix.probes.cudart_static import static_cudart_version
 from cudafix.probes.fatbin import scan_fatbin_uncached
-from cudafix.probes.host import machine_path, open_regular, which
+from cudafix.probes.host import machine_path, which
 from cudafix.store import cachefile, safefs
 from cudafix.model import cuda as cudaver
 from cudafix.model.lazyre import lazy_re
@@ -91,90 +91,6 @@ def extension_tag(python_version: str, cuda: Optional[str], hip: Optional[str]) 
         return None
     acc = "rocm" + hip.replace(".", "") if hip else cudaver.tag(cuda)
     return "py%s%s_%s" % (parts[0], parts[1], acc)
-
-
-# -- ownership ------------------------------------------------------------------------------------
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-class _Owners:
-    """Which distribution's RECORD lists a file (read lazily, one site dir at a time)."""
-
-    def __init__(self) -> None:
-        self._records: Dict[str, List[Tuple[str, str, str, set]]] = {}
-
-    def _load(self, site: str) -> List[Tuple[str, str, str, set]]:
-        if site in self._records:
-            return self._records[site]
-        out = []
-        try:
-            names = sorted(os.listdir(site))
-        except OSError:
-            names = []
-        for n in names:
-            if not n.endswith(".dist-info"):
-                continue
-            stem = n[: -len(".dist-info")]
-            dist, _, version = stem.partition("-")
-            out.append((n, dist, version, set()))
-        self._records[site] = out
-        return out
-
-    def owner(self, site: str, path: str) -> Tuple[Optional[str], Optional[str], str, Optional[str]]:
-        """(dist, version, how it was found, the RECORD that lists ``path`` or None)."""
-        rel = os.path.relpath(path, site)
-        top = rel.split(os.sep, 1)[0]
-        recs = self._load(site)
-        # The dist named like the top-level package first (torchvision/ -> torchvision-*.dist-info).
-        recs = sorted(recs, key=lambda r: _norm(r[1]) != _norm(top))
-        for dirname, dist, version, files in recs:
-            record = os.path.join(site, dirname, "RECORD")
-            if not files:
-                files.update(self._read_record(record))
-                files.add("")  # mark as read
-            if rel in files:
-                return dist, version, "RECORD of %s" % dirname, record
-        return None, None, "no RECORD in %s lists it" % site, None
-
-    @staticmethod
-    def _read_record(path: str) -> List[str]:
-        try:
-            with open_regular(path, text=True) as fh:  # never a FIFO planted in a dist-info
-                return [line.split(",", 1)[0] for line in fh if ".so" in line]
-        except OSError:
-            return []
-
-
-def _conda_owner(prefix: str, path: str, cache: Dict[str, Tuple[str, str, str]]) -> Tuple[Optional[str], Optional[str], str]:
-    """The conda-meta record whose "files" list holds ``path``."""
-    if not cache:
-        import json
-
-        meta = os.path.join(prefix, "conda-meta")
-        try:
-            names = os.listdir(meta)
-        except OSError:
-            names = []
-        for n in names:
-            if not n.endswith(".json"):
-                continue
-            try:
-                with open_regular(os.path.join(meta, n), text=True) as fh:
-                    rec = json.load(fh)
-                for f in rec.get("files") or ():
-                    if ".so" in f:
-                        cache[f] = (str(rec.get("name") or n), str(rec.get("version") or ""), "conda-meta/%s" % n)
-            except (OSError, ValueError, AttributeError, TypeError):
-                continue
-        cache.setdefault("", ("", "", ""))
-    rel = os.path.relpath(path, prefix)
-    hit = cache.get(rel)
-    if hit and hit[0]:
-        return hit[0], hit[1] or None, hit[2]
-    return None, None, "no conda-meta record lists %s" % rel
 
 
 # -- one file ---------------------------------------------------------------------------------
@@ -330,7 +246,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
     info.roots = [r for r, _ in roots]
     cache = cachefile.load(cache_dir, CACHE_FILE, CACHE_VERSION) if cache_dir else {}
     dirty = False
-    owners = _Owners()
+    owners = extowners.Owners()
     conda_cache: Dict[str, Tuple[str, str, str]] = {}
     tsyms: Optional[TorchSymbols] = None
     torch_lib = os.path.join(torch_dir, "lib") if torch_dir else None
@@ -381,9 +297,9 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                 dirty = True
             if facts is None:
                 continue
-            owner = _cached_owner(ent, path, root)
+            owner = extowners.cached_owner(ent, path, root)
             if owner is None:
-                owner, deps = _owner(path, kind, root, owners, prefix if conda else None, conda_cache)
+                owner, deps = extowners.find_owner(path, kind, root, owners, prefix if conda else None, conda_cache)
                 sigs = [[d, cachefile.stat_sig(d)] for d in deps]
                 # an answer read while a dependency changes is not kept (as the listings: racy)
                 if not cachefile.racy([sg for _d, sg in sigs], dirs.started_ns):
@@ -460,49 +376,7 @@ def _listdir(d: str) -> List[str]:
         return []
 
 
-if TYPE_CHECKING:  # an annotation only: typing is not imported at run time (issue 23)
-    Owner = Tuple[Optional[str], Optional[str], str]  # package, version, how it was found
-
-
-def _owner(path: str, kind: str, root: str, owners: _Owners, prefix: Optional[str],
-           conda_cache: Dict[str, Tuple[str, str, str]]) -> Tuple[Owner, List[str]]:
-    """Which package installed ``path``, and the paths whose stat_sig keeps that answer true: the
-    RECORD that lists it and ``root`` itself (installing or removing a dist adds or removes a
-    .dist-info there, so a second claimant or a new owner changes its mtime), or conda-meta/
-    (every conda install, update and removal adds or removes a record in it)."""
-    if kind == "torch extension cache":  # named by its build folder: the path is the whole answer
-        rel = os.path.relpath(path, root).split(os.sep)
-        return (rel[-2] if len(rel) >= 2 else os.path.splitext(os.path.basename(path))[0], None,
-                "torch extension cache %s (torch.utils.cpp_extension.load)" % os.path.join(root, *rel[:-1])), []
-    meta = [os.path.join(prefix, "conda-meta")] if prefix else []
-    if kind == "conda lib" and prefix:
-        return _conda_owner(prefix, path, conda_cache), meta
-    dist, version, via, record = owners.owner(root, path)
-    if dist is not None:
-        return (dist, version, via), [root, record] if record else [root]
-    if prefix:  # a conda package's module in site-packages, no RECORD
-        pkg, ver, cvia = _conda_owner(prefix, path, conda_cache)
-        if pkg:
-            return (pkg, ver, cvia), [root] + meta
-    return (None, None, via), [root] + meta
-
-
-def _cached_owner(ent: Dict[str, Any], path: str, root: str) -> Optional[Owner]:
-    """The owner a warm scan stored for this file, if every path it depends on is unchanged:
-    a stat each, no RECORD or conda-meta read."""
-    got = ent.get("owner")
-    if not (isinstance(got, list) and len(got) == 4 and got[0] == root and got[1] == path
-            and isinstance(got[2], list) and len(got[2]) == 3 and isinstance(got[3], list)):
-        return None
-    for item in got[3]:
-        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)) \
-                or cachefile.stat_sig(item[0]) != item[1]:
-            return None
-    pkg, ver, via = got[2]
-    return (pkg if isinstance(pkg, str) else None, ver if isinstance(ver, str) else None, str(via))
-
-
-def _module(path: str, kind: str, facts: Dict[str, Any], owner: Owner) -> ExtensionModule:
+def _module(path: str, kind: str, facts: Dict[str, Any], owner: extowners.Owner) -> ExtensionModule:
     m = ExtensionModule(path=path, location=kind)
     m.sass = list(facts.get("sass") or ())
     m.ptx = list(facts.get("ptx") or ())
