@@ -38,7 +38,7 @@ EOF
 ( cd /; timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$BEFORE" -n 30
   timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$HERE" --other-env CUDAFIX_SERIAL=1 -n 30 ) > "$OUT"/ab.txt 2>&1
 # 3. status vs collect_env, the before tree timed in the same rounds
-timeout 150 "$PY" bench/status_vs_collect_env.py --python "$PY" --also-repo "$BEFORE" -n 5 --check --speed-target 40 --warm-max-s 0.120 --cold-max-s 0.300 --json-out "$OUT"/status-bench.json > "$OUT"/status-bench.txt 2>&1
+timeout 240 "$PY" bench/status_vs_collect_env.py --python "$PY" --also-repo "$BEFORE" -n 9 --check --speed-target 40 --warm-max-s 0.120 --cold-max-s 0.300 --json-out "$OUT"/status-bench.json > "$OUT"/status-bench.txt 2>&1
 echo "rc=$?" >> "$OUT"/status-bench.txt
 # 4. where a warm status's time goes there now (importtime after a warm run; cProfile)
 ( cd /; for t in "$HERE" "$BEFORE"; do echo "== $t"; PYTHONPATH=$t "$PY" -m cudafix status --json >/dev/null 2>&1;
