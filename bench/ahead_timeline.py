@@ -72,6 +72,21 @@ def one(always: bool) -> None:
         os.dup2(saved, 1)
     os.write(2, ("  forks: %s; exit %s; command ended at %.1f ms\n"
                  % (", ".join(forks) or "none", rc, (time.perf_counter() - T0) * 1e3)).encode())
+    # what the process's exit waits for: the children that answered but had not yet exited
+    real_reap_all = ahead.reap_all
+
+    def reap_all():  # type: ignore[no-untyped-def]
+        began, n = time.perf_counter(), len(ahead._PENDING)
+        real_reap_all()
+        os.write(2, ("  at exit: waited %.1f ms for %d children\n" % ((time.perf_counter() - began) * 1e3, n)).encode())
+
+    import atexit
+
+    atexit.unregister(real_reap_all)
+    atexit.register(reap_all)
+    import gc
+
+    gc.freeze()  # as cudafix.cli.run does before the process ends
 
 
 def main(argv: list) -> int:
