@@ -49,8 +49,8 @@ KNOBS: Tuple[Knob, ...] = (
          "status, check, fix, activation"),
     Knob("CUDAFIX_ASSUME_GPU", VALUE, "what-if: the GPUs assumed instead of the probed ones (comma-separated)",
          "status, check, fix, activation"),
-    Knob("CUDAFIX_SERIAL", FLAG, "probe in one process: `status` and `check` start no child processes for the GPU probe "
-         "and the extension scan", "status, check"),
+    Knob("CUDAFIX_SERIAL", FLAG, "probe in one process: no child processes for the snapshot, the GPU probe and the "
+         "extension scan", "status, check, snapshot, fix"),
     Knob("CUDAFIX_PROLOG_CANNOT_RUN", CHOICE, "what the Slurm prolog / NHC check does when cudafix itself cannot run",
          "deploy/slurm", ("drain", "pass"), "drain"),
 )

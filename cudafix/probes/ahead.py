@@ -1,4 +1,5 @@
-"""Probes run ahead: `status` and `check` take their snapshot in child processes.
+"""Probes run ahead: the CLI's `status`, `check`, `snapshot` and `fix` take their snapshot in child
+processes (cudafix/cli/analysis.py ``load_snapshot``).
 
 A warm `cudafix status` on the H200 image (docs/benchmarks.md, issue 23) spent ~225 ms, of which
 the interpreter is ~60, importing cudafix's model, rules, planner and renderers ~35, and the
