@@ -287,19 +287,18 @@ def test_no_child_outlives_the_command(tv_python, tmp_path):
 
 
 # The cold scan's examining split over processes (cudafix.probes.extensions.examine_all): each
-# file's facts as one process examining it serially finds them, and the work done by as many
-# processes as asked.
+# file's facts (and owner) as one process finds them, and the work done by as many processes as
+# asked.
 EXAMINE_ALL = r"""
 import json, os, sys
 from cudafix.probes import extensions as E
 from cudafix.probes.dirwalk import DirCache, walk
 files = sorted({real for site in sys.argv[1:] for _p, real in walk(site, E.MAX_DEPTH, DirCache(None, E.is_shared_object_name))})
-real_examine = E.examine
-E.examine = lambda p: {"pid": os.getpid(), "facts": real_examine(p)}
-got = E.examine_all([(p, os.path.getsize(p)) for p in files], 4)
-truth = {p: real_examine(p) for p in files}
-print(json.dumps({"files": len(files), "same": {p: v["facts"] for p, v in got.items()} == truth,
-                  "processes": len({v["pid"] for v in got.values()}), "mine": os.getpid() in {v["pid"] for v in got.values()}}))
+work = lambda share: {p: (os.getpid(), E.examine(p)) for p in share}
+got = E.examine_all([(p, os.path.getsize(p)) for p in files], 4, work, work)
+truth = {p: E.examine(p) for p in files}
+print(json.dumps({"files": len(files), "same": {p: v[1] for p, v in got.items()} == truth,
+                  "processes": len({v[0] for v in got.values()}), "mine": os.getpid() in {v[0] for v in got.values()}}))
 """
 
 
@@ -320,12 +319,15 @@ def test_cold_scan_with_workers_is_the_serial_scan(tv_python, tmp_path):
             "sites = sys.argv[2:]\n"
             "a = E.probe_extensions(sites, dict(os.environ), cache_dir=sys.argv[1] + '/a', workers=1)\n"
             "b = E.probe_extensions(sites, dict(os.environ), cache_dir=sys.argv[1] + '/b', workers=3)\n"
-            "print(json.dumps([dataclasses.asdict(a) == dataclasses.asdict(b), len(a.modules), a.files_seen]))\n")
+            "c = [json.load(open(sys.argv[1] + d + '/' + E.CACHE_FILE)) for d in ('/a', '/b')]\n"
+            "print(json.dumps([dataclasses.asdict(a) == dataclasses.asdict(b), c[0] == c[1],\n"
+            "                  sum(1 for e in c[0]['entries'].values() if 'owner' in e), len(a.modules), a.files_seen]))\n")
     from tests.conftest import VENVS
 
     sites = [str(next((VENVS / v / "lib").glob("python3*/site-packages"))) for v in ("torchvision-cu", "torch-cu")]
     p = subprocess.run([str(tv_python), "-c", code, str(tmp_path)] + sites, capture_output=True, text=True,
                        env=_env(tmp_path), timeout=300)
     assert p.returncode == 0, p.stderr
-    same, modules, seen = json.loads(p.stdout)
+    same, same_cache, owners, modules, seen = json.loads(p.stdout)
     assert same and modules > 0 and seen >= 32
+    assert same_cache and owners == modules  # the stored entries too: facts, owners, their dependencies' stats

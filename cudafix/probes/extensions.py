@@ -32,7 +32,7 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+    from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import ExtensionInfo, ExtensionModule
 from cudafix.probes import elfsym, extowners
@@ -284,14 +284,32 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
         ent = cache.get(real)
         return ent if isinstance(ent, dict) and ent.get("sig") == sig and "facts" in ent else None
 
-    examined = examine_all([(real, sig[3]) for _p, real, sig, _r, _k in todo if cached(real, sig) is None], workers)
+    def owner_of(path: str, root: str, kind: str, found: extowners.Owners,
+                 conda_found: Dict[str, Tuple[str, str, str]]) -> Tuple[extowners.Owner, List[List[Any]]]:
+        owner, deps = extowners.find_owner(path, kind, root, found, prefix if conda else None, conda_found)
+        return owner, [[d, cachefile.stat_sig(d)] for d in deps]
+
+    def examine_share(share: List[Tuple[str, str, str, str]], found: Optional[extowners.Owners] = None,
+                      conda_found: Optional[Dict[str, Tuple[str, str, str]]] = None) -> Dict[str, Any]:
+        """{real path: (facts, (owner, its dependencies' stats) or None)} of the files of a cold scan."""
+        found = extowners.Owners() if found is None else found
+        conda_found = {} if conda_found is None else conda_found
+        out: Dict[str, Any] = {}
+        for path, real, root, kind in share:
+            facts = examine(real)
+            out[real] = (facts, owner_of(path, root, kind, found, conda_found) if facts is not None else None)
+        return out
+
+    misses = [((path, real, root, kind), sig[3]) for path, real, sig, root, kind in todo if cached(real, sig) is None]
+    examined = examine_all(misses, workers, examine_share, lambda share: examine_share(share, owners, conda_cache))
     try:
         for path, real, sig, root, kind in todo:
             ent = cached(real, sig)
+            known = None  # the owner a worker found, with its dependencies' stats
             if ent is not None:
                 facts = ent["facts"]
             else:
-                facts = examined[real] if real in examined else examine(real)
+                facts, known = examined[real] if real in examined else (examine(real), None)
                 ent = {"sig": sig, "facts": facts}
                 cache[real] = ent
                 dirty = True
@@ -299,8 +317,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                 continue
             owner = extowners.cached_owner(ent, path, root)
             if owner is None:
-                owner, deps = extowners.find_owner(path, kind, root, owners, prefix if conda else None, conda_cache)
-                sigs = [[d, cachefile.stat_sig(d)] for d in deps]
+                owner, sigs = known if known is not None else owner_of(path, root, kind, owners, conda_cache)
                 # an answer read while a dependency changes is not kept (as the listings: racy)
                 if not cachefile.racy([sg for _d, sg in sigs], dirs.started_ns):
                     ent["owner"] = [root, path, list(owner), sigs]
@@ -343,25 +360,27 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
 PARALLEL_MIN_FILES = 32
 
 
-def examine_all(files: List[Tuple[str, int]], workers: int) -> Dict[str, Any]:
-    """``examine`` of each (path, size) with ``workers`` > 1 processes, where there are enough files
-    and forking is safe here (cudafix.probes.ahead.can_fork): {path: facts}; the files no child
-    answered for are left out (the caller examines them itself).  Each process gets about the same
-    number of bytes (the biggest files first, each to the least loaded), as reading is most of it."""
-    if workers < 2 or len(files) < PARALLEL_MIN_FILES:
+def examine_all(items: List[Tuple[Any, int]], workers: int, work: Callable[[List[Any]], Dict[str, Any]],
+                here: Callable[[List[Any]], Dict[str, Any]]) -> Dict[str, Any]:
+    """``work`` over shares of ``items`` ((item, size in bytes)) in ``workers`` processes, where
+    there are enough and forking is safe here (cudafix.probes.ahead.can_fork), this process running
+    ``here`` on its own share meanwhile: the answers merged, {} where nothing was split.  What no
+    child answered for is left out (the caller does it itself).  Each process gets about the same
+    number of bytes (the biggest files first, each to the least loaded): reading is most of it."""
+    if workers < 2 or len(items) < PARALLEL_MIN_FILES:
         return {}
     from cudafix.probes import ahead
 
     if ahead.can_fork(os.environ) is not None:
         return {}
-    shares: List[List[str]] = [[] for _ in range(workers)]
+    shares: List[List[Any]] = [[] for _ in range(workers)]
     load = [0] * workers
-    for path, size in sorted(files, key=lambda f: -f[1]):
+    for item, size in sorted(items, key=lambda f: -f[1]):
         i = load.index(min(load))
-        shares[i].append(path)
+        shares[i].append(item)
         load[i] += size
-    jobs = [ahead._fork("examine", None, lambda share=share: {p: examine(p) for p in share}) for share in shares[1:]]
-    out = {p: examine(p) for p in shares[0]}  # this process's own share, while the others run
+    jobs = [ahead._fork("examine", None, lambda share=share: work(share)) for share in shares[1:]]
+    out = here(shares[0])
     for job in jobs:
         got = job.take() if job is not None else None
         if got is not None and got[0]:
