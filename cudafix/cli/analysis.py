@@ -196,8 +196,8 @@ def load_snapshot(from_file: Optional[str], example: Optional[str], python: Opti
     given = [n for n, v in (("--from", from_file), ("--example", example), ("--python", python)) if v]
     if len(given) > 1:
         raise BadInput("%s cannot be combined" % " and ".join(given))
-    from cudafix.model.snapshot import Snapshot, SnapshotError
-
+    if from_file or example:  # here only: a probed snapshot's model is imported after the fork
+        from cudafix.model.snapshot import Snapshot, SnapshotError
     if from_file:
         try:
             if from_file == "-":
