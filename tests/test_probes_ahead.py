@@ -1,11 +1,12 @@
-"""cudafix.probes.ahead: the GPU probe and the extension scan in child processes.
+"""cudafix.probes.ahead: the snapshot, the GPU probe and the extension scan in child processes.
 
-The truth every test here compares with is the serial path: the same snapshot taken with no head
-start (CUDAFIX_SERIAL=1 for the CLI, ``ahead=None`` for take_snapshot), in the same real env a
-moment apart.  The envs are real: the torchvision-cu test venv (torchvision 0.29.1 over torch
-2.14.1+cu130: torchvision's CUDA extension modules are what the extension scan reports), and a tree laid out under CUDAFIX_ROOT whose
-/proc/driver/nvidia/gpus holds the H200's recorded ``information`` file, so that the GPU probe has
-a GPU to report (tests/fixtures/probe/h200_gpu_information.txt, recorded on the device machine).
+The truth every test here compares with is the serial path: the same snapshot taken with no
+child (CUDAFIX_SERIAL=1 for the CLI, ``ahead=None`` for take_snapshot, ``workers=1`` for the
+scan), in the same real env a moment apart.  The envs are real: the torchvision-cu test venv
+(torchvision 0.29.1 over torch 2.14.1+cu130: torchvision's CUDA extension modules are what the
+extension scan reports), and a tree laid out under CUDAFIX_ROOT whose /proc/driver/nvidia/gpus
+holds the H200's recorded ``information`` file, so that the GPU probe has a GPU to report
+(tests/fixtures/probe/h200_gpu_information.txt, recorded on the device machine).
 """
 
 from __future__ import annotations
