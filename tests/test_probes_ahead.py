@@ -287,23 +287,23 @@ def test_no_child_outlives_the_command(tv_python, tmp_path):
     assert json.loads(p.stdout) == {"rc": 0, "left": []}
 
 
-# The cold scan's examining split over processes (cudafix.probes.extensions.examine_all): each
+# The cold scan's examining split over processes (cudafix.probes.ahead.split_work): each
 # file's facts (and owner) as one process finds them, and the work done by as many processes as
 # asked.
 EXAMINE_ALL = r"""
 import json, os, sys
-from cudafix.probes import extensions as E
+from cudafix.probes import ahead, extensions as E
 from cudafix.probes.dirwalk import DirCache, walk
 files = sorted({real for site in sys.argv[1:] for _p, real in walk(site, E.MAX_DEPTH, DirCache(None, E.is_shared_object_name))})
 work = lambda share: {p: (os.getpid(), E.examine(p)) for p in share}
-got = E.examine_all([(p, os.path.getsize(p)) for p in files], 4, work, work)
+got = ahead.split_work([(p, os.path.getsize(p)) for p in files], 4, work, E.PARALLEL_MIN_FILES)
 truth = {p: E.examine(p) for p in files}
 print(json.dumps({"files": len(files), "same": {p: v[1] for p, v in got.items()} == truth,
                   "processes": len({v[0] for v in got.values()}), "mine": os.getpid() in {v[0] for v in got.values()}}))
 """
 
 
-def test_examine_all_splits_the_cold_scan(tv_python, tmp_path):
+def test_split_work_splits_the_cold_scan(tv_python, tmp_path):
     from tests.conftest import VENVS
 
     sites = [str(next((VENVS / v / "lib").glob("python3*/site-packages"))) for v in ("torchvision-cu", "torch-cu")]

@@ -227,6 +227,30 @@ def _fork(name: str, key: Any, work: Callable[[], Any], after: Optional[Callable
     return Job(name, key, pid, r)
 
 
+def split_work(items: List[Tuple[Any, int]], workers: int, work: Callable[[List[Any]], Dict[str, Any]],
+               min_items: int) -> Dict[str, Any]:
+    """``work`` over ``workers`` shares of ``items`` ((item, weight)), one share in this process and
+    each other in a child, where there are ``min_items`` or more and forking is safe here: the
+    answers merged ({} where nothing was split).  Each share gets about the same weight (the
+    heaviest first, each to the lightest share).  What no child answered for is left out: the
+    caller does it itself."""
+    if workers < 2 or len(items) < min_items or can_fork(os.environ) is not None:
+        return {}
+    shares: List[List[Any]] = [[] for _ in range(workers)]
+    load = [0] * workers
+    for item, weight in sorted(items, key=lambda f: -f[1]):
+        i = load.index(min(load))
+        shares[i].append(item)
+        load[i] += weight
+    jobs = [_fork("share", None, lambda share=share: work(share)) for share in shares[1:]]
+    out = work(shares[0])
+    for job in jobs:
+        got = job.take() if job is not None else None
+        if got is not None and got[0]:
+            out.update(got[1])
+    return out
+
+
 def gpus_key(env: Mapping[str, str], root: str, use_nvml: bool) -> Tuple[Any, ...]:
     return (dict(env), root, use_nvml)
 

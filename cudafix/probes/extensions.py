@@ -32,7 +32,7 @@ import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+    from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from cudafix.model.snapshot import ExtensionInfo, ExtensionModule
 from cudafix.probes import elfsym, extowners
@@ -239,8 +239,8 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
     """Scan the env (see the module docstring); ``torch_dir`` is the primary torch package dir,
     ``tag`` its extension-cache folder (extension_tag); ``root`` / ``keep``: the probe root and
     the env's own directories (host.machine_path).  ``workers`` > 1: the shared objects the cache
-    does not answer for are examined in that many processes (cudafix.probes.ahead, the CLI's
-    extension job only: :func:`examine_all`)."""
+    does not answer for are examined in that many processes (cudafix.probes.ahead.split_work; the
+    CLI's extension job only)."""
     info = ExtensionInfo(scanned=True)
     probe_root, roots = root, _roots(sys_path, prefix, conda, env, tag, root, keep)
     info.roots = [r for r, _ in roots]
@@ -289,19 +289,21 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
         owner, deps = extowners.find_owner(path, kind, root, found, prefix if conda else None, conda_found)
         return owner, [[d, cachefile.stat_sig(d)] for d in deps]
 
-    def examine_share(share: List[Tuple[str, str, str, str]], found: Optional[extowners.Owners] = None,
-                      conda_found: Optional[Dict[str, Tuple[str, str, str]]] = None) -> Dict[str, Any]:
-        """{real path: (facts, (owner, its dependencies' stats) or None)} of the files of a cold scan."""
-        found = extowners.Owners() if found is None else found
-        conda_found = {} if conda_found is None else conda_found
+    def examine_share(share: List[Tuple[str, str, str, str]]) -> Dict[str, Any]:
+        """{real path: (facts, (owner, its dependencies' stats) or None)} of files of a cold scan
+        (in a worker, over its own copy of the RECORD and conda-meta caches)."""
         out: Dict[str, Any] = {}
         for path, real, root, kind in share:
             facts = examine(real)
-            out[real] = (facts, owner_of(path, root, kind, found, conda_found) if facts is not None else None)
+            out[real] = (facts, owner_of(path, root, kind, owners, conda_cache) if facts is not None else None)
         return out
 
-    misses = [((path, real, root, kind), sig[3]) for path, real, sig, root, kind in todo if cached(real, sig) is None]
-    examined = examine_all(misses, workers, examine_share, lambda share: examine_share(share, owners, conda_cache))
+    examined: Dict[str, Any] = {}
+    if workers > 1:  # a cold scan's files split over processes, each about the same bytes (reading is most of it)
+        from cudafix.probes import ahead
+
+        misses = [((path, real, root, kind), sig[3]) for path, real, sig, root, kind in todo if cached(real, sig) is None]
+        examined = ahead.split_work(misses, workers, examine_share, PARALLEL_MIN_FILES)
     try:
         for path, real, sig, root, kind in todo:
             ent = cached(real, sig)
@@ -358,34 +360,6 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
 
 # Below this many files to examine, more processes cost more than they save.
 PARALLEL_MIN_FILES = 32
-
-
-def examine_all(items: List[Tuple[Any, int]], workers: int, work: Callable[[List[Any]], Dict[str, Any]],
-                here: Callable[[List[Any]], Dict[str, Any]]) -> Dict[str, Any]:
-    """``work`` over shares of ``items`` ((item, size in bytes)) in ``workers`` processes, where
-    there are enough and forking is safe here (cudafix.probes.ahead.can_fork), this process running
-    ``here`` on its own share meanwhile: the answers merged, {} where nothing was split.  What no
-    child answered for is left out (the caller does it itself).  Each process gets about the same
-    number of bytes (the biggest files first, each to the least loaded): reading is most of it."""
-    if workers < 2 or len(items) < PARALLEL_MIN_FILES:
-        return {}
-    from cudafix.probes import ahead
-
-    if ahead.can_fork(os.environ) is not None:
-        return {}
-    shares: List[List[Any]] = [[] for _ in range(workers)]
-    load = [0] * workers
-    for item, size in sorted(items, key=lambda f: -f[1]):
-        i = load.index(min(load))
-        shares[i].append(item)
-        load[i] += size
-    jobs = [ahead._fork("examine", None, lambda share=share: work(share)) for share in shares[1:]]
-    out = here(shares[0])
-    for job in jobs:
-        got = job.take() if job is not None else None
-        if got is not None and got[0]:
-            out.update(got[1])
-    return out
 
 
 def _listdir(d: str) -> List[str]:
