@@ -218,11 +218,14 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
     from cudafix.probes.ahead import EXTENSIONS, GPUS, gpus_key
 
-    gpus_job = ahead.claim(GPUS, gpus_key(env, root, use_nvml)) if ahead is not None else None
-    if gpus_job is None:
+    def _gpus() -> None:
         g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
         if g is not None:
             snap.gpus = g
+
+    gpus_job = ahead.claim(GPUS, gpus_key(env, root, use_nvml)) if ahead is not None else None
+    if gpus_job is None:
+        _gpus()
 
     tk = _guard(snap, "toolkits", lambda: toolkits.probe_toolkits(env, prefix=prefix, sys_path=sys_path, usr_local=usr_local,
                                                                   cache_dir=cache_dir))
@@ -301,13 +304,11 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     if gpus_job is not None:
         got = gpus_job.take()
         if got is None:  # no answer: probe here, as without a head start
-            g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
+            _gpus()
         elif got[0]:
-            g = got[1]
+            snap.gpus = got[1]
         else:
-            g, snap.probe_errors["gpus"] = None, got[1]
-        if g is not None:
-            snap.gpus = g
+            snap.probe_errors["gpus"] = got[1]
     if ext_job is not None:
         got = ext_job.take()
         if got is not None and got[0] and got[1][0] == ext_kwargs:

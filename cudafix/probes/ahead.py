@@ -76,7 +76,8 @@ class Job:
         return self._answer
 
     def drop(self) -> None:
-        """Not needed after all: wait for the child (its cache writes are the serial path's own)."""
+        """Not needed after all: read the answer anyway (the child has done the serial path's own
+        cache writes by then) and close its pipe; the process is waited for at exit."""
         self.take()
 
 
