@@ -79,9 +79,9 @@ def test_status_imports_only_the_report_area(tmp_path):
     # the common forms of status and check run without click (cudafix/cli/fast.py)
     assert not {"click", "cudafix.cli.report", "cudafix.cli.group"} & mods
     assert not {"cudafix.cli.shell", "cudafix.cli.verify", "cudafix.verify"} & mods
-    from cudafix.probes import gpus
+    from cudafix.probes import nvml
 
-    if gpus.nvidia_driver_present() is None:
+    if nvml.nvidia_driver_present() is None:
         assert "pynvml" not in mods
 
 
@@ -102,9 +102,9 @@ def test_shell_fast_path_still_skips_click():
 
 
 def test_nvml_not_imported_without_a_driver(monkeypatch, tmp_path):
-    from cudafix.probes import gpus
+    from cudafix.probes import gpus, nvml
 
-    monkeypatch.setattr(gpus, "DRIVER_MARKERS", (str(tmp_path / "no-module"),))
+    monkeypatch.setattr(nvml, "DRIVER_MARKERS", (str(tmp_path / "no-module"),))
     monkeypatch.setitem(sys.modules, "pynvml", None)  # an import attempt would raise
     got, why = gpus.read_nvml_gpus()
     assert got is None and "no NVIDIA driver loaded" in why and "NVML not queried" in why

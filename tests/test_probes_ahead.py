@@ -266,8 +266,8 @@ import ctypes, json, os, subprocess, sys
 PR_SET_CHILD_SUBREAPER = 36
 assert ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 # the GPU job's after-answer step (NVML's shutdown) made slow: its child has answered, not exited
-code = "import functools, time; from cudafix.probes import ahead, gpus; ahead.start = functools.partial(ahead.start, always=True); " \
-       "gpus.shutdown_nvml = lambda: time.sleep(0.5); from cudafix.cli import run; run(['status', '--json'])"
+code = "import functools, time; from cudafix.probes import ahead, nvml; ahead.start = functools.partial(ahead.start, always=True); " \
+       "nvml.shutdown = lambda: time.sleep(0.5); from cudafix.cli import run; run(['status', '--json'])"
 p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
 left = []
 while True:

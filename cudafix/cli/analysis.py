@@ -11,7 +11,6 @@ is probed or written.  So is any failure of cudafix itself: `cudafix check` must
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 
@@ -22,8 +21,8 @@ if TYPE_CHECKING:
     from cudafix.model.findings import RuleRun
     from cudafix.model.snapshot import Snapshot
 
-# The model, the rules and the renderers are imported where used, not here: `status` forks its
-# probes first (cudafix.probes.ahead), and what this module imports runs before that fork.
+# The model, the rules, the renderers and json are imported where used, not here: `status` forks
+# its probes first (cudafix.probes.ahead), and what this module imports runs before that fork.
 
 EXAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "examples")
 
@@ -271,6 +270,8 @@ def analyse(opts: Dict[str, Any], run_rules: bool = True,
 
 
 def _json(doc: Dict[str, Any]) -> str:
+    import json
+
     return json.dumps(doc, indent=2) + "\n"
 
 

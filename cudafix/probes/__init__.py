@@ -6,10 +6,8 @@ becomes ``snapshot.probe_errors[name] = "Type: message"`` and the rest still fil
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import sysconfig
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,8 +16,9 @@ if TYPE_CHECKING:
     from cudafix.model.snapshot import PythonInfo, Snapshot, TorchBuild
     from cudafix.probes.ahead import Ahead
 
-# The model is imported where a snapshot is made, not here: `status` imports this package (for
-# cudafix.probes.ahead) before it forks, and whatever is imported first delays the fork.
+# The model (and json, sysconfig) is imported where a snapshot is made, not here: `status` imports
+# this package (for cudafix.probes.ahead) before it forks, and whatever is imported first delays
+# the fork.
 
 PYTHON_QUERY_TIMEOUT_S = 30.0
 SYSTEM_PREFIXES = ("/", "/usr", "/usr/local")  # sys.prefix of a distribution's or `make install`'s python
@@ -42,6 +41,8 @@ class ProbeError(RuntimeError):
 
 def parse_python_query(stdout: str) -> Dict[str, Any]:
     """The JSON line the query script printed (the last line that parses; .pth noise ignored)."""
+    import json
+
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -104,6 +105,8 @@ def _norm(p: str) -> str:
 
 
 def current_python() -> Tuple[PythonInfo, List[str]]:
+    import sysconfig
+
     from cudafix.model.snapshot import PythonInfo
 
     info = PythonInfo(executable=sys.executable or "", version=_python_version(), prefix=sys.prefix,

@@ -267,9 +267,16 @@ BIG_WALKS_BYTES = 512 * 1024
 
 
 def _nvml_work(root: str, use_nvml: bool) -> bool:
-    from cudafix.probes.gpus import nvidia_driver_present
+    from cudafix.probes.nvml import nvidia_driver_present
 
     return use_nvml and nvidia_driver_present(root) is not None
+
+
+def _gpus_job(env: Dict[str, str], root: str, use_nvml: bool) -> Any:
+    # imported here, in the child: the model it builds on (~5 ms on the H200) is not the fork's to wait for
+    from cudafix.probes import gpus
+
+    return gpus.probe_gpus(env, root=root, use_nvml=use_nvml, keep_nvml=True)
 
 
 def _scan_work(cache_dir: Optional[str]) -> bool:
@@ -324,11 +331,10 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     use_nvml = root == "/"
     jobs: Dict[str, Job] = {}
     if always or _nvml_work(root, use_nvml):
-        from cudafix.probes import gpus
+        from cudafix.probes import nvml
 
         # NVML is shut down after the answer is sent (~4 ms the parent need not wait for)
-        job = _fork(GPUS, gpus_key(env, root, use_nvml), lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml, keep_nvml=True),
-                    after=gpus.shutdown_nvml)
+        job = _fork(GPUS, gpus_key(env, root, use_nvml), lambda: _gpus_job(env, root, use_nvml), after=nvml.shutdown)
         if job is not None:
             jobs[GPUS] = job
     if extensions and (always or _scan_work(cache_dir)):

@@ -12,6 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Optional, Tuple
 
+from cudafix.probes import nvml
 from cudafix.probes.host import join_root, read_text
 from cudafix.model.snapshot import GPU, GPUInfo
 from cudafix.model.visible_devices import pci_key, resolve_visible
@@ -66,79 +67,34 @@ def _s(value) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-# Where an NVIDIA GPU driver shows itself without loading anything: the kernel module (also the
-# open one) in sysfs / procfs, Jetson's nvgpu, and WSL2 (no nvidia module: the host driver is
-# reached through /dev/dxg, its user-space libraries live in /usr/lib/wsl/lib).
-DRIVER_MARKERS = ("/sys/module/nvidia", "/proc/driver/nvidia", "/sys/module/nvgpu", "/dev/dxg", "/usr/lib/wsl/lib")
-
-
-def nvidia_driver_present(root: str = "/") -> Optional[str]:
-    """The first DRIVER_MARKERS path that exists (``None``: no NVIDIA driver on this machine)."""
-    for marker in DRIVER_MARKERS:
-        if os.path.exists(join_root(root, marker)):
-            return marker
-    return None
-
-
-PYCACHE = "pycache"  # under the per-user cache dir (cudafix.store.paths.user_cache_dir)
-
-
-def import_pynvml(env: Optional[Dict[str, str]] = None):  # type: ignore[no-untyped-def]
-    """``import pynvml``; where the env keeps no bytecode of it and Python writes none
-    (PYTHONDONTWRITEBYTECODE, as in the H200 image: 60-90 ms of compiling on every `status`), its
-    bytecode goes to and comes from cudafix's private per-user cache (``sys.pycache_prefix``
-    there, for this one import).  Python itself checks that bytecode against the source's mtime
-    and size; a cache directory another user could write (cudafix.store.safefs) is not used."""
-    import sys
-
-    if "pynvml" in sys.modules or not sys.dont_write_bytecode or sys.pycache_prefix:
-        import pynvml  # type: ignore
-
-        return pynvml
-    from importlib.machinery import PathFinder
-    from importlib.util import cache_from_source
-
-    spec = PathFinder.find_spec("pynvml")
-    origin = getattr(spec, "origin", None) or ""
-    prefix = None
-    if origin.endswith(".py") and os.path.isabs(origin) and not os.path.exists(cache_from_source(origin)):
-        from cudafix.store import paths, safefs
-
-        d = os.path.join(paths.user_cache_dir(env), PYCACHE)
-        fd = safefs.open_dir(d, create=True)
-        if fd is not None:
-            os.close(fd)
-            prefix = d
-    if prefix is None:
-        import pynvml  # type: ignore
-
-        return pynvml
-    sys.dont_write_bytecode, sys.pycache_prefix = False, prefix
-    try:
-        import pynvml  # type: ignore
-    finally:
-        sys.dont_write_bytecode, sys.pycache_prefix = True, None
-    return pynvml
-
-
 def read_nvml_gpus(keep_nvml: bool = False) -> Tuple[Optional[List[GPU]], Optional[str]]:
     """GPUs via NVML (pynvml, optional), or (None, reason).  Shuts NVML down, unless ``keep_nvml``:
-    then the caller does (:func:`shutdown_nvml`; cudafix.probes.ahead, after it has answered).
+    then the caller does (:func:`cudafix.probes.nvml.shutdown`; cudafix.probes.ahead, after it
+    has answered).
 
     pynvml is imported here and only when a driver is present: importing it costs 10-90 ms
     (a ~330 KB module, compiled on every run where no .pyc could be written), and without a
-    kernel module nvmlInit can only fail.
+    kernel module nvmlInit can only fail.  NVML starts on a thread meanwhile (nvml.begin).
     """
-    if nvidia_driver_present() is None:
-        return None, "no NVIDIA driver loaded (none of %s exists): NVML not queried" % ", ".join(DRIVER_MARKERS)
+    if nvml.nvidia_driver_present() is None:
+        return None, "no NVIDIA driver loaded (none of %s exists): NVML not queried" % ", ".join(nvml.DRIVER_MARKERS)
+    nvml.begin()
     try:
-        pynvml = import_pynvml()
-    except Exception as exc:
-        return None, "pynvml (nvidia-ml-py) not importable: %s" % exc
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:
-        return None, "nvmlInit failed: %s" % (_s(exc) or type(exc).__name__)
+        try:
+            pynvml = nvml.import_pynvml()
+        except Exception as exc:
+            return None, "pynvml (nvidia-ml-py) not importable: %s" % exc
+        try:
+            pynvml.nvmlInit()
+        except Exception as exc:
+            return None, "nvmlInit failed: %s" % (_s(exc) or type(exc).__name__)
+        return _query(pynvml)
+    finally:
+        if not keep_nvml:
+            nvml.shutdown()
+
+
+def _query(pynvml) -> Tuple[Optional[List[GPU]], Optional[str]]:  # type: ignore[no-untyped-def]
     try:
         gpus = []
         count = pynvml.nvmlDeviceGetCount()
@@ -160,21 +116,6 @@ def read_nvml_gpus(keep_nvml: bool = False) -> Tuple[Optional[List[GPU]], Option
         return gpus, None
     except Exception as exc:
         return None, "NVML query failed: %s" % (_s(exc) or type(exc).__name__)
-    finally:
-        if not keep_nvml:
-            shutdown_nvml()
-
-
-def shutdown_nvml() -> None:
-    """nvmlShutdown, where pynvml was imported (it counts its nvmlInit calls)."""
-    import sys
-
-    pynvml = sys.modules.get("pynvml")
-    if pynvml is not None:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def probe_gpus(env: Optional[Dict[str, str]] = None, root: str = "/", use_nvml: bool = True,

@@ -19,7 +19,6 @@ clean" rule).
 
 from __future__ import annotations
 
-import json
 import os
 
 TYPE_CHECKING = False
@@ -57,6 +56,8 @@ def racy(sigs: Any, started_ns: int) -> bool:
 def parse(raw: bytes, version: int) -> Dict[str, Any]:
     """The entries of a cache file's bytes: ``{"version": version, "entries": {key: entry}}``.
     ValueError when it is not that (corrupt, truncated, another version)."""
+    import json  # here: `status` imports this module before it forks its probes (cudafix.probes.ahead)
+
     data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict) or data.get("version") != version or not isinstance(data.get("entries"), dict):
         raise ValueError("not a cudafix cache of version %r" % (version,))
@@ -65,6 +66,8 @@ def parse(raw: bytes, version: int) -> Dict[str, Any]:
 
 def dump(version: int, entries: Dict[str, Any]) -> bytes:
     """The bytes of a cache file (the one format of every cudafix cache; :func:`parse` reads it)."""
+    import json
+
     return json.dumps({"version": version, "entries": entries}, separators=(",", ":")).encode("ascii")
 
 
