@@ -289,13 +289,14 @@ def test_no_child_outlives_the_command(tv_python, tmp_path):
 
 # The cold scan's examining split over processes (cudafix.probes.ahead.split_work): each
 # file's facts (and owner) as one process finds them, and the work done by as many processes as
-# asked.
+# asked (each item made to take 5 ms more: every process is free to take some before the queue
+# is empty).
 EXAMINE_ALL = r"""
-import json, os, sys
+import json, os, sys, time
 from cudafix.probes import ahead, extensions as E
 from cudafix.probes.dirwalk import DirCache, walk
 files = sorted({real for site in sys.argv[1:] for _p, real in walk(site, E.MAX_DEPTH, DirCache(None, E.is_shared_object_name))})
-work = lambda share: {p: (os.getpid(), E.examine(p)) for p in share}
+work = lambda share: time.sleep(0.005) or {p: (os.getpid(), E.examine(p)) for p in share}
 got = ahead.split_work([(p, os.path.getsize(p)) for p in files], 4, work, E.PARALLEL_MIN_FILES)
 truth = {p: E.examine(p) for p in files}
 print(json.dumps({"files": len(files), "same": {p: v[1] for p, v in got.items()} == truth,
@@ -332,3 +333,28 @@ def test_cold_scan_with_workers_is_the_serial_scan(tv_python, tmp_path):
     same, same_cache, owners, modules, seen = json.loads(p.stdout)
     assert same and modules > 0 and seen >= 32
     assert same_cache and owners == modules  # the stored entries too: facts, owners, their dependencies' stats
+
+
+# split_work's two ways: a queue in a pipe (each process takes the next item when free), and
+# fixed shares where the queue does not fit the pipe's buffer (20,000 items: 80,000 bytes of
+# records, over Linux's default 64 KiB).  The same answers either way, and nothing left out.
+SPLIT_BOTH = r"""
+import json, os, sys, time
+from cudafix.probes import ahead
+n = int(sys.argv[1])
+work = lambda share: time.sleep(0.002 * len(share) / max(1, n / 40)) or {str(i): (os.getpid(), i * i) for i in share}
+queued = ahead._queue(list(range(n)))
+if queued is not None:
+    os.close(queued)
+got = ahead.split_work([(i, i % 7) for i in range(n)], 3, work, 32)
+print(json.dumps({"queue": queued is not None, "same": {k: v[1] for k, v in got.items()} == {str(i): i * i for i in range(n)},
+                  "processes": len({v[0] for v in got.values()})}))
+"""
+
+
+@pytest.mark.parametrize("n, queue", [(100, True), (20000, False)])
+def test_split_work_queue_and_fixed_shares(tv_python, tmp_path, n, queue):
+    p = subprocess.run([str(tv_python), "-c", SPLIT_BOTH, str(n)], capture_output=True, text=True, env=_env(tmp_path),
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == {"queue": queue, "same": True, "processes": 3}

@@ -299,7 +299,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
         return out
 
     examined: Dict[str, Any] = {}
-    if workers > 1:  # a cold scan's files split over processes, each about the same bytes (reading is most of it)
+    if workers > 1:  # a cold scan's files examined in several processes, each taking the next file when free
         from cudafix.probes import ahead
 
         misses = [((path, real, root, kind), sig[3]) for path, real, sig, root, kind in todo if cached(real, sig) is None]
