@@ -4,6 +4,7 @@ find), and the calls counted on the real filesystem."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -229,3 +230,68 @@ def test_a_stale_or_foreign_walks_file_is_a_miss(tmp_path):
     for bad in ([["x"], [], []], [[root], [[1, 2]], []], [[root], [None], [["p"]]], "x", [[], [], [["p", 3]]]):
         dirwalk.cachefile.store(cache, dirwalk.WALKS_FILE, dirwalk.WALKS_VERSION, {key: bad})
         assert sorted(_walk(root, cache)) == sorted(cold)
+
+
+# A walk split over processes (dirwalk._split, the cold scan of the CLI's extension job) against
+# one process's: in a fresh single-threaded interpreter (cudafix.probes.ahead forks nowhere
+# else), over this interpreter's real site-packages and the tree above with 20 more
+# subdirectories.  The same files in the same order, the same stored walks and listings, the
+# same WalkLimit; the split really happened; the next walk is warm.
+SPLIT = r"""
+import json, os, sys
+from cudafix.probes import ahead, dirwalk, extensions as E
+split = []
+real_split = ahead.split_work
+ahead.split_work = lambda *a: (lambda r: split.append(len(r)) or r)(real_split(*a))  # how many subtrees came back
+scandirs = []
+real_scandir = os.scandir
+os.scandir = lambda *a: scandirs.append(1) or real_scandir(*a)
+cache, roots = sys.argv[1], sys.argv[2:]
+
+def run(name, workers, limit=None):
+    if limit:
+        dirwalk.MAX_DIRS = limit
+    c = dirwalk.DirCache(os.path.join(cache, name), E.is_shared_object_name)
+    try:
+        got = [list(dirwalk.walk(r, E.MAX_DEPTH, c, workers=workers)) for r in roots]
+    except dirwalk.WalkLimit as exc:
+        got = str(exc)
+    c.save()
+    dirwalk.MAX_DIRS = 20000
+    stored = [json.load(open(os.path.join(cache, name, f))) if os.path.exists(os.path.join(cache, name, f)) else None
+              for f in (dirwalk.WALKS_FILE, dirwalk.DIRS_FILE)]
+    return got, stored
+
+for d in (cache + "/one", cache + "/split", cache + "/l1", cache + "/l2"):
+    os.makedirs(d, mode=0o700)
+one, split_run = run("one", 1), run("split", 4)
+n_split = [n > 0 for n in split]
+del scandirs[:]
+warm = run("split", 4)
+print(json.dumps({"same": one == split_run, "files": sum(map(len, one[0])), "split": n_split,
+                  "warm_same": warm[0] == one[0], "warm_scandirs": len(scandirs),
+                  "limit": [run("l1", 1, 50)[0], run("l2", 4, 50)[0]]}))
+"""
+
+
+def test_a_split_walk_is_one_walk(tmp_path):
+    import subprocess
+    import sys
+    import sysconfig
+
+    root = _tree(tmp_path / "site")
+    for i in range(20):
+        os.makedirs(os.path.join(root, "pkg%02d" % i, "sub"))
+        with open(os.path.join(root, "pkg%02d" % i, "sub", "_m%d.so" % i), "wb") as fh:
+            fh.write(b"\x7fELF")
+    _age(root)
+    site = sysconfig.get_paths()["purelib"]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    p = subprocess.run([sys.executable, "-c", SPLIT, str(tmp_path / "cache"), root, site], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    limit = "more than 50 directories under %s: the rest were not examined" % site
+    assert got["files"] > 27 and got["limit"] == [limit, limit]
+    assert got == {"same": True, "files": got["files"], "split": [True, True], "warm_same": True, "warm_scandirs": 0,
+                   "limit": got["limit"]}

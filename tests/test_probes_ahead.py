@@ -321,8 +321,10 @@ def test_cold_scan_with_workers_is_the_serial_scan(tv_python, tmp_path):
             "sites = sys.argv[2:]\n"
             "a = E.probe_extensions(sites, dict(os.environ), cache_dir=sys.argv[1] + '/a', workers=1)\n"
             "b = E.probe_extensions(sites, dict(os.environ), cache_dir=sys.argv[1] + '/b', workers=3)\n"
+            "from cudafix.probes.dirwalk import DIRS_FILE, WALKS_FILE\n"
             "c = [json.load(open(sys.argv[1] + d + '/' + E.CACHE_FILE)) for d in ('/a', '/b')]\n"
-            "print(json.dumps([dataclasses.asdict(a) == dataclasses.asdict(b), c[0] == c[1],\n"
+            "w = [[json.load(open(sys.argv[1] + d + '/' + f)) for f in (DIRS_FILE, WALKS_FILE)] for d in ('/a', '/b')]\n"
+            "print(json.dumps([dataclasses.asdict(a) == dataclasses.asdict(b), c[0] == c[1] and w[0] == w[1],\n"
             "                  sum(1 for e in c[0]['entries'].values() if 'owner' in e), len(a.modules), a.files_seen]))\n")
     from tests.conftest import VENVS
 
@@ -332,7 +334,7 @@ def test_cold_scan_with_workers_is_the_serial_scan(tv_python, tmp_path):
     assert p.returncode == 0, p.stderr
     same, same_cache, owners, modules, seen = json.loads(p.stdout)
     assert same and modules > 0 and seen >= 32
-    assert same_cache and owners == modules  # the stored entries too: facts, owners, their dependencies' stats
+    assert same_cache and owners == modules  # the stored entries too: facts, owners, their dependencies' stats, walks, listings
 
 
 # split_work's two ways: a queue in a pipe (each process takes the next item when free), and

@@ -249,7 +249,10 @@ def split_work(items: List[Tuple[Any, int]], workers: int, work: Callable[[List[
             shares[j].append(items[i][0])
             load[j] += items[i][1]
         jobs = [_fork("share", None, lambda share=share: work(share)) for share in shares[1:]]
-        out = work(shares[0])
+        try:
+            out = work(shares[0])
+        finally:
+            answers = [job.take() if job is not None else None for job in jobs]
     else:
         def pull() -> Dict[str, Any]:
             got: Dict[str, Any] = {}
@@ -260,13 +263,14 @@ def split_work(items: List[Tuple[Any, int]], workers: int, work: Callable[[List[
                     return got
                 got.update(work([items[int.from_bytes(record, "little")][0]]))
 
+        jobs = []
         try:
             jobs = [_fork("share", None, pull) for _ in range(workers - 1)]
             out = pull()
         finally:
             os.close(queue)
-    for job in jobs:
-        got = job.take() if job is not None else None
+            answers = [job.take() if job is not None else None for job in jobs]  # waited for, whatever happened here
+    for got in answers:
         if got is not None and got[0]:
             out.update(got[1])
     return out

@@ -238,8 +238,9 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                      keep: Tuple[str, ...] = (), workers: int = 1) -> ExtensionInfo:
     """Scan the env (see the module docstring); ``torch_dir`` is the primary torch package dir,
     ``tag`` its extension-cache folder (extension_tag); ``root`` / ``keep``: the probe root and
-    the env's own directories (host.machine_path).  ``workers`` > 1: the shared objects the cache
-    does not answer for are examined in that many processes (cudafix.probes.ahead.split_work; the
+    the env's own directories (host.machine_path).  ``workers`` > 1: directories are walked
+    (dirwalk.walk) and the shared objects the cache does not answer for examined in that many
+    processes (cudafix.probes.ahead.split_work; the
     CLI's extension job only)."""
     info = ExtensionInfo(scanned=True)
     probe_root, roots = root, _roots(sys_path, prefix, conda, env, tag, root, keep)
@@ -261,7 +262,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
         elif kind == "torch extension cache":
             files = walk(root, dict(torch_extension_roots(env, tag, probe_root, keep)).get(root, 3), dirs)
         else:
-            files = walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, dirs)
+            files = walk(root, MAX_DEPTH if kind == "site-packages" else MAX_DEPTH_OTHER, dirs, workers=workers)
         try:
             found = list(files)
         except WalkLimit as exc:
