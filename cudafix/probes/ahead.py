@@ -318,10 +318,23 @@ def _nvml_work(root: str, use_nvml: bool) -> bool:
 
 
 def _gpus_job(env: Dict[str, str], root: str, use_nvml: bool) -> Any:
-    # imported here, in the child: the model it builds on (~5 ms on the H200) is not the fork's to wait for
+    from cudafix.probes import nvml
+
+    if use_nvml and root == "/" and nvml.nvidia_driver_present(root) is not None:
+        nvml.begin()  # first: NVML's start runs beside every import of this child (read_nvml_gpus would begin it later)
+    # imported here, in the child: the model it builds on (~5 ms on the H200) is not the GPU fork's to wait for
     from cudafix.probes import gpus
 
     return gpus.probe_gpus(env, root=root, use_nvml=use_nvml, keep_nvml=True)
+
+
+def _shared_imports() -> None:
+    """What every other process of the command imports (the model, json), imported once, after
+    the GPU child's fork and before the others': on the H200 each process importing the model
+    itself made the snapshot child ~10 ms slower (run 8, docs/benchmarks.md)."""
+    import json  # noqa: F401
+
+    from cudafix.model import snapshot  # noqa: F401
 
 
 def _scan_work(cache_dir: Optional[str]) -> bool:
@@ -382,6 +395,7 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
         job = _fork(GPUS, gpus_key(env, root, use_nvml), lambda: _gpus_job(env, root, use_nvml), after=nvml.shutdown)
         if job is not None:
             jobs[GPUS] = job
+    _shared_imports()
     if extensions and (always or _scan_work(cache_dir)):
         job = _fork(EXTENSIONS, None, lambda: _extensions_job(env, cache_dir, root))
         if job is not None:
