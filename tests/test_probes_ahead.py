@@ -164,15 +164,15 @@ def _script(python, tmp_path, mode, root=None, flags=()):
 
 def test_both_children_answer_and_are_reaped(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "plain", _tree(tmp_path))
-    assert got["started"] == ["extensions", "gpus"]
-    assert got["answered"] == {"extensions": True, "gpus": True}
-    assert got["reaped"] == ["extensions", "gpus"]
+    assert got["started"] == ["extensions", "gpus", "machine"]
+    assert got["answered"] == {"extensions": True, "gpus": True, "machine": True}
+    assert got["reaped"] == ["extensions", "gpus", "machine"]
     assert got["same"] and got["gpus"] == [BUS]
 
 
 def test_a_killed_child_is_probed_for_in_the_parent(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "killed", _tree(tmp_path))
-    assert got["answered"] == {"extensions": None, "gpus": None}
+    assert got["answered"] == {"extensions": None, "gpus": None, "machine": None}
     assert got["same"] and got["gpus"] == [BUS]
 
 
@@ -186,6 +186,7 @@ def test_an_answer_for_other_inputs_is_not_used(tv_python, tmp_path):
 def test_a_probe_that_raises_in_the_child_is_recorded_as_serially(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "gpus-raise", _tree(tmp_path))
     assert got["answered"]["gpus"] is False
+    assert got["answered"]["machine"] is True  # its probes' answers, one of them an error (the JIT cache's)
     assert got["errors"] == got["serial_errors"]
     assert [k for k, _ in got["errors"]] == ["gpus", "jit_cache"]
     assert dict(got["errors"])["gpus"] == "RuntimeError: no GPU probe today"
@@ -194,8 +195,8 @@ def test_a_probe_that_raises_in_the_child_is_recorded_as_serially(tv_python, tmp
 @pytest.mark.parametrize("python", INTERPRETERS, ids=os.path.basename)
 def test_every_python(python, tmp_path):
     got = _script(python, tmp_path, "plain", _tree(tmp_path), flags=["-S"])
-    assert got["answered"] == {"extensions": True, "gpus": True}
-    assert got["same"] and got["reaped"] == ["extensions", "gpus"]
+    assert got["answered"] == {"extensions": True, "gpus": True, "machine": True}
+    assert got["same"] and got["reaped"] == ["extensions", "gpus", "machine"]
 
 
 NOT_STARTED = r"""

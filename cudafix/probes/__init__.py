@@ -174,7 +174,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     """
     from cudafix import __version__
     from cudafix.model.snapshot import Snapshot
-    from cudafix.probes import driver, environment, gpus, host, node, pci, toolkits, torch_build
+    from cudafix.probes import environment, gpus, machine, toolkits, torch_build
 
     from cudafix.store.paths import probe_root
 
@@ -186,11 +186,6 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     if root != "/":
         use_nvml = False  # a laid-out tree has no live NVML (its libcuda is the tree's own file)
     snap = Snapshot(created=_now(), cudafix_version=__version__, source="probed")
-
-    snap.host = _guard(snap, "host", host.probe_host) or {}
-    nd = _guard(snap, "node", lambda: node.probe_node(env, root=root))
-    if nd is not None:
-        snap.node = nd
 
     sys_path = None  # type: Optional[List[str]]
 
@@ -212,14 +207,13 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
     snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
 
-    drv = _guard(snap, "driver", lambda: driver.probe_driver(env, root=root, call_driver_api=call_driver_api, keep=keep,
-                                                             cache_dir=cache_dir))
-    if drv is not None:
-        snap.driver = drv
+    from cudafix.probes.ahead import EXTENSIONS, GPUS, MACHINE, gpus_key
 
-    snap.hardware = _guard(snap, "hardware", lambda: pci.probe_hardware(root=root))
-
-    from cudafix.probes.ahead import EXTENSIONS, GPUS, gpus_key
+    # the host, the node, the driver, the hardware, WSL, the JIT cache (cudafix/probes/machine.py)
+    machine_key = machine.key(env, root, use_nvml, call_driver_api, keep, cache_dir)
+    machine_job = ahead.claim(MACHINE, machine_key) if ahead is not None else None
+    if machine_job is None:
+        machine.apply(snap, machine.run(*machine_key))
 
     def _gpus() -> None:
         g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
@@ -278,11 +272,9 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
         ext_job.drop()
         ext_job = None
 
-    from cudafix.probes.wsl import probe_wsl
-
-    w = _guard(snap, "wsl", lambda: probe_wsl(env, root=root, use_nvml=use_nvml))
-    if w is not None:
-        snap.wsl = w
+    if machine_job is not None:  # before the Windows probe, which adds to the driver's facts
+        got = machine_job.take()
+        machine.apply(snap, got[1] if got is not None and got[0] else machine.run(*machine_key))
 
     if (snap.python.platform or "").startswith("win"):  # native Windows: the DLL side of import torch
         from cudafix.probes.windows import probe_windows
@@ -298,10 +290,6 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
                 snap.driver.found_via["libcuda_version"] = win.found_via.get("driver_version", "")
                 for k in ("libcuda_path", "libcuda_version"):
                     snap.driver.unknown.pop(k, None)
-
-    jc = _guard(snap, "jit_cache", lambda: environment.probe_jit_cache(env, root=root, keep=keep))
-    if jc is not None:
-        snap.jit_cache = jc
 
     # What ran ahead, last: the children had the parent's whole run to finish in.
     if gpus_job is not None:

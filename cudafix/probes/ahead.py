@@ -7,9 +7,11 @@ probes ~95: the GPU probe (importing pynvml ~18 ms, nvmlInit ~12, the first hand
 nvmlShutdown ~4) and the extension scan (a stat per directory and file of the env, its cache
 files) ~30 each, every other probe ~20.  None of the imports is needed to probe, and the two big
 probes need nothing the others compute.  So the command forks a child for the GPU probe and one
-for the extension scan where each pays (:func:`start`), then a child that takes the snapshot with
-their answers and runs every other probe (:func:`snapshot_job`), and imports what it needs itself
-meanwhile.
+for the extension scan where each pays, one for the probes that read the machine alone
+(cudafix/probes/machine.py) where a CPU is free for it (:func:`start`), then a child that takes
+the snapshot with their answers and runs every other probe (:func:`snapshot_job`), and imports
+what it needs itself meanwhile.  The GPU child is forked first, before the model is imported:
+in it NVML starts on a thread while pynvml and the model are imported (cudafix/probes/nvml.py).
 Each child runs the same probe functions the serial path runs, sends its return value back
 pickled through a pipe and leaves with ``os._exit`` (no atexit handler, no flush of the parent's
 buffers).  The answers are the probes' own, taken fresh on every run: nothing is cached that the
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
 GPUS = "gpus"
 EXTENSIONS = "extensions"
+MACHINE = "machine"
 
 
 class Job:
@@ -377,9 +380,10 @@ def snapshot_job(env: Mapping[str, str], cache_dir: Optional[str], python: Optio
 
 def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False,
           extensions: bool = True) -> Optional[Ahead]:
-    """Fork the GPU probe and (``extensions``) the extension scan for a ``take_snapshot(env=env,
-    cache_dir=cache_dir)`` of this interpreter where each pays (see BIG_WALKS_BYTES; ``always``:
-    both, as tests need), or None (``can_fork``, or neither pays)."""
+    """Fork the GPU probe, (``extensions``) the extension scan and the machine probes for a
+    ``take_snapshot(env=env, cache_dir=cache_dir)`` of this interpreter where each pays (see
+    BIG_WALKS_BYTES, MACHINE_MIN_CPUS; ``always``: all three, as tests need), or None
+    (``can_fork``, or none pays)."""
     if can_fork(env) is not None:
         return None
     from cudafix.store.paths import probe_root
@@ -400,7 +404,22 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
         job = _fork(EXTENSIONS, None, lambda: _extensions_job(env, cache_dir, root))
         if job is not None:
             jobs[EXTENSIONS] = job
+    if always or _cpus() >= MACHINE_MIN_CPUS:
+        from cudafix import probes
+        from cudafix.probes import machine
+
+        # the inputs take_snapshot gives the machine probes for this interpreter (call_driver_api: its default)
+        key = machine.key(env, root, use_nvml, True, probes.kept_dirs(sys.prefix or None, root), cache_dir)
+        job = _fork(MACHINE, key, lambda: machine.run(*key))
+        if job is not None:
+            jobs[MACHINE] = job
     return Ahead(jobs) if jobs else None
+
+
+# The machine probes (cudafix/probes/machine.py: ~40 % of the snapshot child's work on the H200,
+# run 9 of docs/benchmarks.md) run in a child of their own only where a CPU is free for it: the
+# parent, the snapshot child, the GPU child and this one make four.
+MACHINE_MIN_CPUS = 4
 
 
 def _extensions_job(env: Dict[str, str], cache_dir: Optional[str], root: str) -> Tuple[Dict[str, Any], Any]:
