@@ -146,8 +146,11 @@ def test_real_driver(tmp_path):
     truth = [dict(zip(("name", "uuid", "compute_capability"), (c.strip() for c in line.split(",")))) for line in rows.splitlines()]
     got = _step(tmp_path, "read", marker="/proc/driver/nvidia")
     assert [{k: g[k] for k in ("name", "uuid", "compute_capability")} for g in got["gpus"]] == truth
-    assert got["count_after"] == 1 and got["threads"] == 1  # NVML_ERROR_UNINITIALIZED: every start undone
+    assert got["count_after"] == 1  # NVML_ERROR_UNINITIALIZED: every start undone
     serial = _step(tmp_path, "serial", marker="/proc/driver/nvidia")
     assert serial["gpus"] == got["gpus"]
+    # the real NVML may leave a thread of its own (the H200's did): none of cudafix's is left beside it
+    alone = _step(tmp_path, "pynvml", marker="/proc/driver/nvidia")["threads"]
+    assert got["threads"] == serial["threads"] == alone
     kept = _step(tmp_path, "keep", marker="/proc/driver/nvidia")
-    assert kept["gpus"] == got["gpus"] and kept["count_after"] == 1 and kept["threads"] == 1
+    assert kept["gpus"] == got["gpus"] and kept["count_after"] == 1 and kept["threads"] == alone
