@@ -56,6 +56,33 @@ def __getattr__(name: str) -> Any:
     raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
+def _leave(rc: int) -> None:
+    """End the process now, as ``sys.exit(rc)`` would for the user -- the atexit handlers run
+    (the probes' children are waited for there: cudafix.probes.ahead.reap_all), stdout and
+    stderr are flushed -- but without the interpreter's teardown of every module and object still
+    alive: nothing of that is the user's, and it was ~3 ms of a warm `status` here and more on
+    the H200 (issue 23; a full collection over it was ~6 ms more before).  Where atexit's runner
+    is not there to call, ``sys.exit``."""
+    import atexit
+    import sys
+
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+    if run_exitfuncs is None:
+        import gc
+
+        gc.freeze()  # the last full collection then leaves these objects out
+        sys.exit(rc)
+    run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a reader that left (`cudafix status | head`): nothing more to say
+            pass
+    import os
+
+    os._exit(rc)
+
+
 def run(argv: Optional[List[str]] = None) -> None:
     """The `cudafix` console script: `status` / `check` without click where their arguments allow
     (cudafix/cli/fast.py), everything else through the click group."""
@@ -63,15 +90,14 @@ def run(argv: Optional[List[str]] = None) -> None:
 
     from cudafix.cli.fast import fast_main
 
-    rc = fast_main(sys.argv[1:] if argv is None else argv)
+    try:
+        rc = fast_main(sys.argv[1:] if argv is None else argv)
+    except SystemExit as done:  # `check` ends in sys.exit(its exit status)
+        if not isinstance(done.code, (int, type(None))):
+            raise
+        rc = done.code or 0
     if rc is not None:
-        import gc
-
-        # The process ends here.  The interpreter's last act would be a full collection over every
-        # object still alive (~6 ms of a warm `status` on this project's 2-core VM, issue 23); a
-        # frozen object is left out of it, and is freed by its reference count as any other.
-        gc.freeze()
-        sys.exit(rc)
+        _leave(rc)
     import gc
 
     gc.enable()  # off since `python -m cudafix` started (cudafix/__main__.py): only status / check run so
