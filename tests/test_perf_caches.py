@@ -62,10 +62,10 @@ def test_lazy_commands_mapping():
 
 
 def _imported_after(argv, env=None):
-    code = ("import sys, runpy; sys.argv = %r\n"
-            "try:\n    runpy.run_module('cudafix', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n") % (["cudafix"] + argv,)
+    # reported at exit (atexit): `status` and `check` leave by os._exit once atexit's handlers ran (cudafix.cli._leave)
+    code = ("import atexit, sys, runpy; sys.argv = %r\n"
+            "atexit.register(lambda: sys.stderr.write('\\nMODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
+            "runpy.run_module('cudafix', run_name='__main__')\n") % (["cudafix"] + argv,)
     e = dict(os.environ if env is None else env, PYTHONPATH=str(REPO))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e, timeout=120)
     line = [x for x in p.stderr.splitlines() if x.startswith("MODULES ")][-1]
