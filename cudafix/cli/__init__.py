@@ -60,9 +60,9 @@ def _leave(rc: int) -> None:
     """End the process now, as ``sys.exit(rc)`` would for the user -- the atexit handlers run
     (the probes' children are waited for there: cudafix.probes.ahead.reap_all), stdout and
     stderr are flushed -- but without the interpreter's teardown of every module and object still
-    alive: nothing of that is the user's, and it was ~3 ms of a warm `status` here and more on
-    the H200 (issue 23; a full collection over it was ~6 ms more before).  Where atexit's runner
-    is not there to call, ``sys.exit``."""
+    alive: nothing of that is the user's, and it was ~3 ms of a warm `status` here (issue 23,
+    docs/benchmarks.md; before gc.freeze, a last full collection over it was ~6 ms more).  Where
+    atexit's runner is not there to call, ``sys.exit``."""
     import atexit
     import sys
 

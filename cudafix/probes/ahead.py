@@ -237,7 +237,7 @@ def split_work(items: List[Tuple[Any, int]], workers: int, work: Callable[[List[
     where there are ``min_items`` or more and forking is safe here: the answers merged ({} where
     nothing was split).  The items wait in a queue, the heaviest first, and each process takes
     the next one when it is free: a weight (a file's size) says little of an item's time (a
-    400 MB library with a 23 MB .rodata took 42 ms of a cold scan, as long as 350 small files),
+    400 MB library with a 23 MB .rodata took 42 ms of a cold scan, as long as ~300 small files),
     so shares fixed beforehand left processes idle while one worked on.  What no child answered
     for is left out: the caller does it itself."""
     if workers < 2 or len(items) < min_items or can_fork(os.environ) is not None:
@@ -416,9 +416,9 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     return Ahead(jobs) if jobs else None
 
 
-# The machine probes (cudafix/probes/machine.py: ~40 % of the snapshot child's work on the H200,
-# run 9 of docs/benchmarks.md) run in a child of their own only where a CPU is free for it: the
-# parent, the snapshot child, the GPU child and this one make four.
+# The machine probes (cudafix/probes/machine.py; 6.5 ms of their own child beside the snapshot
+# child's 15.5 ms on the H200, run 10 of docs/benchmarks.md) run in a child of their own only
+# where a CPU is free for it: the parent, the snapshot child, the GPU child and this one make four.
 MACHINE_MIN_CPUS = 4
 
 

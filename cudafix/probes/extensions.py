@@ -240,8 +240,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
     ``tag`` its extension-cache folder (extension_tag); ``root`` / ``keep``: the probe root and
     the env's own directories (host.machine_path).  ``workers`` > 1: directories are walked
     (dirwalk.walk) and the shared objects the cache does not answer for examined in that many
-    processes (cudafix.probes.ahead.split_work; the
-    CLI's extension job only)."""
+    processes (cudafix.probes.ahead.split_work; the CLI's extension job only)."""
     info = ExtensionInfo(scanned=True)
     probe_root, roots = root, _roots(sys_path, prefix, conda, env, tag, root, keep)
     info.roots = [r for r, _ in roots]
