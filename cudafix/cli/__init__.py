@@ -61,18 +61,11 @@ def _leave(rc: int) -> None:
     (the probes' children are waited for there: cudafix.probes.ahead.reap_all), stdout and
     stderr are flushed -- but without the interpreter's teardown of every module and object still
     alive: nothing of that is the user's, and it was ~3 ms of a warm `status` here (issue 23,
-    docs/benchmarks.md; before gc.freeze, a last full collection over it was ~6 ms more).  Where
-    atexit's runner is not there to call, ``sys.exit``."""
+    docs/benchmarks.md; before gc.freeze, a last full collection over it was ~6 ms more)."""
     import atexit
     import sys
 
-    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
-    if run_exitfuncs is None:
-        import gc
-
-        gc.freeze()  # the last full collection then leaves these objects out
-        sys.exit(rc)
-    run_exitfuncs()
+    atexit._run_exitfuncs()  # what the interpreter's exit runs first (CPython 3.8-3.13 alike)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

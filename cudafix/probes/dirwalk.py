@@ -217,11 +217,9 @@ def _split(top: Tuple[str, str, int], max_depth: int, cache: DirCache,
     def work(share: List[Tuple[str, str]]) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
         for d, real_d in share:
-            before = cache.dirty
-            cache.dirty = False
             visited, found, whole = _tree([(d, real_d, 1)], max_depth, cache, root)
+            # cache.dirty: whether this process has listed anything new (a child's answers are used all together)
             out[d] = (visited, found, whole, {v: cache.used[v] for v in visited if v in cache.used}, cache.dirty)
-            cache.dirty = cache.dirty or before
         return out
 
     answers = ahead.split_work([(t, 0) for t in subtrees], workers, work, SPLIT_MIN_DIRS)
