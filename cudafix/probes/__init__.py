@@ -168,8 +168,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     $HOME -- for tests (default: store.paths.probe_root(env), "/" unless $CUDAFIX_ROOT names a
     laid-out tree; docs/wsl.md "One root"); ``use_nvml`` /
     ``call_driver_api`` / ``scan_arch`` / ``scan_extensions`` switch off the heavier probes (the
-    extension scan may run c++filt: never in a user's process).  ``ahead``: the GPU probe and the
-    extension scan already running in child processes (cudafix.probes.ahead, the CLI's), used
+    extension scan may run c++filt: never in a user's process).  ``ahead``: the GPU probe, the
+    extension scan and the machine probes already running in child processes (cudafix.probes.ahead, the CLI's), used
     where they were started for this snapshot's own inputs.
     """
     from cudafix import __version__

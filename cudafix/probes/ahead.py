@@ -355,9 +355,9 @@ SNAPSHOT = "snapshot"
 
 
 def snapshot_job(env: Mapping[str, str], cache_dir: Optional[str], python: Optional[str] = None) -> Optional[Job]:
-    """A child taking ``take_snapshot(python=python, cache_dir=cache_dir)``, with the GPU probe and
-    the extension scan (:func:`start`) in children forked first, from here: NVML's ~40 ms are the
-    longest chain of the run, and begin ~5 ms sooner than from the snapshot's child.  That child
+    """A child taking ``take_snapshot(python=python, cache_dir=cache_dir)``, with the GPU probe, the
+    extension scan and the machine probes (:func:`start`) in children forked first, from here:
+    NVML's chain was the longest of the run, and begins sooner than from the snapshot's child.  That child
     reads their answers; this process only waits for them at its exit.  None: ``can_fork``."""
     if can_fork(env) is not None:
         return None
