@@ -125,14 +125,15 @@ def test_unreadable_version_is_unknown_never_ok(static_module, tmp_path):
     assert [o.verdict for o in runs] == [UNKNOWN]
 
 
-def _snap(ext_dir: str, driver_cuda: int) -> Snapshot:
+def _snap(ext_dir: str, driver_cuda: int, torch_cuda: str = "13.0") -> Snapshot:
     snap = Snapshot()
     snap.gpus.gpus = [GPU(index=0, name="NVIDIA H200", compute_capability="9.0", uuid="GPU-x")]
     snap.driver.cuda_version = driver_cuda
     snap.driver.found_via["cuda_version"] = "stated by the test"
     snap.extensions = pext.probe_extensions([ext_dir], {})
     snap.python.executable = sys.executable
-    snap.torch = [TorchBuild(dist=PythonDist(name="torch", version="2.14.1+cu130"), version="2.14.1+cu130", cuda="13.0")]
+    tag = "+cu" + torch_cuda.replace(".", "")
+    snap.torch = [TorchBuild(dist=PythonDist(name="torch", version="2.14.1" + tag), version="2.14.1" + tag, cuda=torch_cuda)]
     return snap
 
 
@@ -147,6 +148,14 @@ def test_rule_static_runtime_ok_problem_by_driver(static_module, tmp_path):
     v = _nvcc_release()
     (o,) = _rule(_snap(str(d), driver_cuda=v))
     assert o.verdict == OK and "static CUDA %d.%d" % (v // 1000, v % 1000 // 10) in o.message
-    (o,) = _rule(_snap(str(d), driver_cuda=12040))  # a driver of CUDA 12.4 (R550): too old for it
+    # a driver of CUDA 12.4 (R550) beside torch cu124, which runs there: the module alone fails
+    (o,) = _rule(_snap(str(d), driver_cuda=12040, torch_cuda="12.4"))
     assert o.verdict == PROBLEM and o.severity == "error"
     assert "insufficient for CUDA runtime version" in o.message
+    # the same driver beside torch cu130: one cause, torch's driver-too-old, with the module as evidence
+    s = _snap(str(d), driver_cuda=12040)
+    (o,) = _rule(s)
+    assert o.verdict == OK and "driver-too-old" in o.message
+    from cudafix.rules import driver as rdriver
+    (too_old,) = [x for x in rdriver.check_driver_too_old(s) if x.verdict == PROBLEM]
+    assert any(os.path.basename(static_module) in e and "fails on this driver as well" in e for e in too_old.evidence)

@@ -118,6 +118,13 @@ BUILT = {  # name -> (base, overrides)
     # file (CUDA 13.0; tests/test_cudart_static.py checks it against its SONAME's CUDA major)
     "torchvision + its nvjpeg's static runtime read": (TORCHVISION_NVJPEG_READ, {}),
     "h200 + NCCL_DEBUG=INFO": (H200, {"env.NCCL_DEBUG": "INFO"}),
+    # issue 34: the recorded PTX-only extension, its PTX as the ISA reader saw it in a module built
+    # the same way by nvcc 13.0 (9.0: it JITs on driver 580), and as nvcc 13.2 writes it (9.2: on
+    # the H200's driver 580 every launch fails with 222, docs/compat.md)
+    "h200 PTX-only extension, PTX ISA 9.0 (nvcc 13.0)": ("snapshots/h200_ext_ptx_jit.json", {
+        "extensions.modules.0.ptx_isa": {"compute_75": "9.0"}}),
+    "h200 PTX-only extension, PTX ISA 9.2 (nvcc 13.2)": ("snapshots/h200_ext_ptx_jit.json", {
+        "extensions.modules.0.ptx_isa": {"compute_75": "9.2"}}),
     # a site NCCL 2.18.1 first on LD_LIBRARY_PATH of a conda-style torch (RUNPATH: LD_LIBRARY_PATH wins)
     "h200 + a site NCCL 2.18.1 shadows torch's": (H200, {
         "env.LD_LIBRARY_PATH": "/opt/nccl-2.18.1/lib:/usr/local/nvidia/lib64:/usr/local/nvidia/lib",
@@ -227,7 +234,11 @@ EXPECT = {
                                     "ext-arch-unsupported": ("error", ["sm_90", "no kernel image", "sm_80"], False),
                                     "cuda-home-mismatch": ("error", ["13.0", "12.4"], False)},
     # issue 14: recorded on the H200: a torch extension built PTX-only (TORCH_CUDA_ARCH_LIST="7.5+PTX")
-    "h200_ext_ptx_jit.json": {"ext-ptx-jit": ("warning", ["compute_75", "sm_90", "1 MiB"], False)},
+    "h200_ext_ptx_jit.json": {"ext-ptx-jit": ("warning", ["compute_75", "sm_90", "1 MiB", "PTX ISA version was not read"], False)},
+    "h200 PTX-only extension, PTX ISA 9.0 (nvcc 13.0)": {"ext-ptx-jit": ("warning", ["compute_75 (ISA 9.0)", "sm_90", "1 MiB"], False)},
+    # one cause, one finding: the PTX cannot be JIT-compiled at all, so no stall warning beside it
+    "h200 PTX-only extension, PTX ISA 9.2 (nvcc 13.2)": {"ext-ptx-unsupported": (
+        "error", ["compute_75 (ISA 9.2)", "the provided PTX was compiled with an unsupported toolchain.", "CUDA 13.2", "CUDA 13.0"], False)},
     "ext_torchvision_h200.json": {},
     "torchvision + its nvjpeg's static runtime read": {},
     # healthy counterparts

@@ -121,6 +121,9 @@ class ArchCoverage:
     ptx_bytes: Dict[str, int] = dataclasses.field(default_factory=dict)  # compute_XY -> total PTX bytes
     found_via: str = ""
     unknown: Optional[str] = None
+    # compute_XY -> the newest PTX ISA version of its entries ("9.2"); absent = not read (an older
+    # snapshot): the driver's JIT accepts PTX up to its own CUDA release's ISA (cudafix/knowledge/compat.py)
+    ptx_isa: Dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @record
@@ -318,6 +321,7 @@ class ExtensionModule:
     missing_needed: Optional[str] = None
     missing_needed_by: str = ""  # the object whose DT_NEEDED names it (the module or one of its libraries)
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
+    ptx_isa: Dict[str, str] = dataclasses.field(default_factory=dict)  # compute_XY -> PTX ISA ("9.2"); as ArchCoverage.ptx_isa
 
 
 @record

@@ -18,7 +18,7 @@ import re
 import shlex
 from typing import Dict, List, Optional, Tuple
 
-from cudafix.knowledge import cuda_driver
+from cudafix.knowledge import compat, cuda_driver
 from cudafix.knowledge import cuda_addons as ka
 from cudafix.knowledge.cuda_packages import normalize
 from cudafix.model.snapshot import Snapshot
@@ -87,6 +87,7 @@ def addon_moves(snap: Snapshot, driver_cuda: Optional[int]) -> List[AddonMove]:
     # The newest major the driver runs: these packages carry their own CUDA runtime (cupy links it
     # statically, jax's plugins load their own nvidia-* wheels), so they need not follow torch's.
     floor = cuda_driver.minor_compat_floor(dmajor) or "?"
+    drv = compat.Driver(driver_cuda, snap.driver.kernel_version or snap.driver.libcuda_version)
     out: List[AddonMove] = []
     for name, ver in _addon_packages(snap):
         fam = ka.family_of(name)
@@ -94,7 +95,8 @@ def addon_moves(snap: Snapshot, driver_cuda: Optional[int]) -> List[AddonMove]:
             # Its CUDA major is not in its name: judged only by what the rules say about its modules.
             continue
         family, major, template = fam
-        if major <= dmajor:
+        # Its own runtime is of CUDA major.x (any minor): it stays when the driver runs that major.
+        if compat.runtime(drv, major * 1000).runs:
             continue
         reason = "built for CUDA %d; this driver runs CUDA <= %d.%d (CUDA %d.x needs a driver >= %s: %s)" % (
             major, dmajor, (driver_cuda % 1000) // 10, dmajor, floor, MINOR_DOC)

@@ -61,7 +61,7 @@ TORCH_RULES = (
 CONSEQUENCES = ("cuda-home-mismatch",)
 # Rules whose findings depend on torch's build: after a torch change their fixes come from the
 # simulated state (the toolkit to match is the target's CUDA, not the replaced torch's).
-AFTER_RULES = CONSEQUENCES + ("ext-arch-unsupported", "ext-ptx-jit", "ext-cuda-major", "ext-torch-symbols")
+AFTER_RULES = CONSEQUENCES + ("ext-arch-unsupported", "ext-ptx-unsupported", "ext-ptx-jit", "ext-cuda-major", "ext-torch-symbols")
 MAX_TRIED = 80  # candidates simulated at most (there are ~60 release x variant rows)
 MINOR_DOC = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
 from cudafix.plans.others import POINTER, other_steps  # noqa: E402,F401  (POINTER: part of the plan API)

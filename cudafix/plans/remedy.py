@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import List, Optional, Sequence, Tuple
 
-from cudafix.knowledge import cuda_driver, major_minor, version_tuple
+from cudafix.knowledge import compat, cuda_driver, major_minor, version_tuple
 from cudafix.knowledge import torch_builds as tb
 from cudafix.knowledge.arch import fit, parse_cc
 from cudafix.knowledge.gpus import sm_support
@@ -84,21 +84,14 @@ def _public(source: str) -> str:
 
 
 def driver_mode(variant_cuda: str, driver_cuda: Optional[int], driver_version: Optional[str]) -> Optional[str]:
-    """NATIVE | MINOR_COMPAT | NO_DRIVER, or None when the driver cannot run that CUDA."""
+    """NATIVE | MINOR_COMPAT | NO_DRIVER, or None when the driver cannot run that CUDA (or the
+    compatibility model cannot tell: a plan never rests on an unknown)."""
     if driver_cuda is None:
         return NO_DRIVER
-    need = cudaver.version_int(variant_cuda)
-    if need <= driver_cuda:
-        return NATIVE
-    major = cudaver.major(need)
-    if cudaver.major(driver_cuda) != major:
+    a = compat.runtime(compat.Driver(driver_cuda, driver_version), cudaver.version_int(variant_cuda))
+    if not a.runs:
         return None
-    floor = cuda_driver.minor_compat_floor(major)
-    if floor is None:
-        return None
-    if driver_version:
-        return MINOR_COMPAT if cuda_driver.driver_at_least(driver_version, floor) else None
-    return MINOR_COMPAT if driver_cuda % 1000 >= 10 else None
+    return NATIVE if a.how == compat.NATIVE else MINOR_COMPAT
 
 
 def _gpu_fit(arch: Optional[Tuple[List[str], List[str]]], ccs: Sequence[str]) -> Optional[Tuple[Tuple[str, str, str], ...]]:

@@ -46,7 +46,7 @@ from cudafix.model import cuda as cudaver
 from cudafix.model.lazyre import lazy_re
 
 CACHE_FILE = "extensions-cache.json"
-CACHE_VERSION = 2  # 2: the static runtime's version (cudart_version)
+CACHE_VERSION = 3  # 2: the static runtime's version (cudart_version); 3: the PTX ISA versions (ptx_isa)
 CACHE_MAX_ENTRIES = 4096
 MAX_DEPTH = 8  # site-packages/pkg/sub/... deeper than this holds no importable module
 MAX_DEPTH_OTHER = 4  # a PYTHONPATH source tree: its in-place built modules sit near the top
@@ -121,7 +121,7 @@ def examine(path: str) -> Optional[Dict[str, Any]]:
     torch_syms = [s for s in (ns.strong if ns else []) if TORCH_SYM_RE.match(s)]
     if not has_fatbin and not torch_needed and not torch_syms:
         return None
-    r: Dict[str, Any] = {"sass": [], "ptx": [], "ptx_bytes": {}, "fatbin_via": "", "unknown": {},
+    r: Dict[str, Any] = {"sass": [], "ptx": [], "ptx_bytes": {}, "ptx_isa": {}, "fatbin_via": "", "unknown": {},
                          "torch_needed": torch_needed, "torch_syms": torch_syms}
     if ns is None and torch_needed:
         r["unknown"]["torch_symbols"] = why
@@ -129,7 +129,7 @@ def examine(path: str) -> Optional[Dict[str, Any]]:
         cov = scan_fatbin_uncached(path)
         if cov.unknown:
             r["unknown"]["device_code"] = cov.unknown
-        r.update(sass=cov.sass, ptx=cov.ptx, ptx_bytes=cov.ptx_bytes, fatbin_via=cov.found_via)
+        r.update(sass=cov.sass, ptx=cov.ptx, ptx_bytes=cov.ptx_bytes, ptx_isa=cov.ptx_isa, fatbin_via=cov.found_via)
     cudart = [n for n in elf.needed if n.startswith("libcudart.so")]
     if cudart:
         major = cudart[0][len("libcudart.so."):].split(".", 1)[0] or None
@@ -374,6 +374,7 @@ def _module(path: str, kind: str, facts: Dict[str, Any], owner: extowners.Owner)
     m.sass = list(facts.get("sass") or ())
     m.ptx = list(facts.get("ptx") or ())
     m.ptx_bytes = {str(k): int(v) for k, v in (facts.get("ptx_bytes") or {}).items()}
+    m.ptx_isa = {str(k): str(v) for k, v in (facts.get("ptx_isa") or {}).items()}
     m.fatbin_via = str(facts.get("fatbin_via") or "")
     m.cudart = facts.get("cudart")
     m.cudart_linkage = str(facts.get("cudart_linkage") or "")

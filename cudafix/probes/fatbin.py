@@ -9,6 +9,9 @@ entry header (>= 64 bytes)   @0  u16 kind: 1 = PTX, 2 = ELF (SASS)
                              @4  u32 size of this entry header (64, 80, 96, 112 seen)
                              @8  u64 payload size (padded; the next entry follows it)
                              @16 u32 compressed payload size (0 when not compressed)
+                             @24 u16 minor, u16 major: a PTX entry's PTX ISA version (9.2 for
+                                 nvcc 13.2's `.version 9.2`; tests/test_fatbin.py checks it
+                                 against the `.version` line of nvcc's own PTX text)
                              @28 u32 arch number (75 = sm_75 / compute_75)
                              @40 u64 flags: 0x1 64-bit, 0x10 linux, 0x2000 / 0x8000 compressed,
                                  0x100000 arch-specific ("sm_90a"), 0x200000 family ("sm_100f")
@@ -46,7 +49,7 @@ MAX_RESYNC_BYTES = 1 << 20  # how far we search for the next container magic aft
 ENTRY_READ = 64
 
 CACHE_FILE = "fatbin-cache.json"
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: the PTX ISA version of each PTX entry (ptx_isa)
 CACHE_MAX_ENTRIES = 64
 
 _ARCH_RE = lazy_re(r"^(sm|compute)_(\d+)([af]?)$")
@@ -153,6 +156,7 @@ def _walk(fd: int, path: str, start: int, size: int) -> ArchCoverage:
     _advise_random(fd, start, size)
     sass: Dict[str, int] = {}
     ptx_bytes: Dict[str, int] = {}
+    ptx_isa: Dict[str, Tuple[int, int]] = {}
     containers = entries = 0
     pos = start
     while pos + 16 <= end:
@@ -183,6 +187,7 @@ def _walk(fd: int, path: str, start: int, size: int) -> ArchCoverage:
                 raise FatbinError("truncated fatbin entry at offset %d" % (q - start))
             kind, _ver, ehsize, payload = struct.unpack_from("<HHIQ", raw, 0)
             compressed_size, _ext = struct.unpack_from("<II", raw, 16)
+            isa_minor, isa_major = struct.unpack_from("<HH", raw, 24)
             (arch,) = struct.unpack_from("<I", raw, 28)
             (flags,) = struct.unpack_from("<Q", raw, 40)
             (uncompressed,) = struct.unpack_from("<Q", raw, 56)
@@ -198,6 +203,10 @@ def _walk(fd: int, path: str, start: int, size: int) -> ArchCoverage:
                 # JIT cache sizing needs the PTX text size: the header records it for compressed entries.
                 nbytes = uncompressed if (is_compressed and uncompressed) else payload
                 ptx_bytes[name] = ptx_bytes.get(name, 0) + nbytes
+                # Several containers (one per translation unit) may carry PTX of one arch written by
+                # different toolkits: the newest ISA is what the driver must be able to JIT.
+                if isa_major and (isa_major, isa_minor) > ptx_isa.get(name, (0, 0)):
+                    ptx_isa[name] = (isa_major, isa_minor)
             q += ehsize + payload
         pos = cend
     if containers == 0:
@@ -208,6 +217,7 @@ def _walk(fd: int, path: str, start: int, size: int) -> ArchCoverage:
         ptx=sorted(ptx_bytes, key=arch_sort_key),
         ptx_bytes=dict(sorted(ptx_bytes.items(), key=lambda kv: arch_sort_key(kv[0]))),
         largest_ptx_bytes=max(ptx_bytes.values()) if ptx_bytes else None,
+        ptx_isa={k: "%d.%d" % ptx_isa[k] for k in sorted(ptx_isa, key=arch_sort_key)},
         found_via=".nv_fatbin of %s (%d containers, %d entries)" % (path, containers, entries),
     )
 
@@ -257,6 +267,7 @@ def _cache_get(cache_dir: str, real: str, key: Dict[str, int]) -> Optional[ArchC
             ptx=[str(x) for x in r["ptx"]],
             ptx_bytes={str(k): int(v) for k, v in r["ptx_bytes"].items()},
             largest_ptx_bytes=None if r["largest_ptx_bytes"] is None else int(r["largest_ptx_bytes"]),
+            ptx_isa={str(k): str(v) for k, v in r["ptx_isa"].items()},
             found_via=str(r["found_via"]),
         )
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -274,6 +285,7 @@ def _cache_put(cache_dir: str, real: str, key: Dict[str, int], cov: ArchCoverage
             "ptx": cov.ptx,
             "ptx_bytes": cov.ptx_bytes,
             "largest_ptx_bytes": cov.largest_ptx_bytes,
+            "ptx_isa": cov.ptx_isa,
             "found_via": cov.found_via,
         },
     }

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 from cudafix.model.findings import ERROR, UNKNOWN, WARNING, RuleRun
 from cudafix.model.snapshot import ExtensionModule, Snapshot
 
-EXT_RULES = ("ext-arch-unsupported", "ext-ptx-jit", "ext-cuda-major", "ext-torch-symbols")
+EXT_RULES = ("ext-arch-unsupported", "ext-ptx-unsupported", "ext-ptx-jit", "ext-cuda-major", "ext-torch-symbols")
 _RANK = {ERROR: 3, WARNING: 2, UNKNOWN: 1, "ok": 0}
 
 

@@ -10,7 +10,6 @@ if TYPE_CHECKING:
     from typing import List, Optional, Sequence, Tuple
 
 from cudafix.model.findings import OK, PROBLEM, UNKNOWN, Outcome
-from cudafix.knowledge import cuda_driver
 from cudafix.model import versions
 from cudafix.model.snapshot import GPU, Snapshot, TorchBuild
 
@@ -87,25 +86,11 @@ def env_value(snap: Snapshot, name: str) -> Optional[str]:
 
 
 def driver_cuda_int(snap: Snapshot) -> Tuple[Optional[int], str]:
-    """The CUDA version the driver supports (cuDriverGetVersion encoding) and how it is known.
+    """The CUDA version the driver supports (cuDriverGetVersion encoding) and how it is known
+    (cudafix.knowledge.compat.driver_cuda)."""
+    from cudafix.knowledge import compat
 
-    cuDriverGetVersion when probed; else derived from the kernel module / libcuda version and
-    the branch table (knowledge.cuda_driver), saying so.
-    """
-    d = snap.driver
-    if d.cuda_version:
-        via = d.found_via.get("cuda_version") or "cuDriverGetVersion"
-        return d.cuda_version, via
-    version = d.kernel_version or d.libcuda_version
-    if not version:
-        return None, ""
-    row = cuda_driver.branch_row(version)
-    if row is not None:
-        return row.cuda, "driver branch R%d table (%s)" % (row.branch, row.status)
-    lower = cuda_driver.cuda_at_least_for_driver(version)
-    if lower is not None:
-        return lower, "at least, from the newest known branch below %s" % version
-    return None, ""
+    return compat.driver_cuda(snap)
 
 
 def no_nvidia(snap: Snapshot) -> bool:
@@ -150,6 +135,21 @@ def hardware_evidence(snap: Snapshot) -> str:
 
 def driver_version(snap: Snapshot) -> Optional[str]:
     return snap.driver.kernel_version or snap.driver.libcuda_version
+
+
+def compat_driver(snap: Snapshot):
+    """The driver as the compatibility model (cudafix.knowledge.compat) takes it."""
+    from cudafix.knowledge import compat
+
+    return compat.driver_of(snap)
+
+
+def ptx_jit_disabled(snap: Snapshot) -> Optional[str]:
+    """Why the driver's PTX JIT is off in this environment (CUDA_DISABLE_PTX_JIT, CUDA_DISABLE_JIT), or None."""
+    for name in ("CUDA_DISABLE_PTX_JIT", "CUDA_DISABLE_JIT"):
+        if parse_int(env_value(snap, name)):
+            return "%s=%s disables the driver's PTX JIT" % (name, env_value(snap, name))
+    return None
 
 
 

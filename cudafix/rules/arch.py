@@ -17,9 +17,10 @@ from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge import torch_builds as tb
 from cudafix.knowledge import jit_cache
 from cudafix.model.record import record
+from cudafix.knowledge import compat
 from cudafix.rules._util import (
     base_version,
-    driver_cuda_int,
+    compat_driver,
     env_value,
     fmt_bytes,
     gpu_label,
@@ -28,6 +29,7 @@ from cudafix.rules._util import (
     ok,
     parse_int,
     problem,
+    ptx_jit_disabled,
     recommend_commands,
     torch_label,
     unknown,
@@ -94,16 +96,19 @@ def _coverage(t: TorchBuild) -> Tuple[List[Coverage], str]:
 
 
 def _ptx_blocked(snap: Snapshot, t: TorchBuild) -> Optional[str]:
-    for name in ("CUDA_DISABLE_PTX_JIT", "CUDA_DISABLE_JIT"):
-        n = parse_int(env_value(snap, name))
-        if n:
-            return "%s=%s disables the driver's PTX JIT" % (name, env_value(snap, name))
-    dcuda, _ = driver_cuda_int(snap)
+    """Why the driver cannot JIT torch's PTX here: the JIT is off, or torch's PTX (written by the
+    toolkit of torch.version.cuda, whose PTX ISA the compatibility model knows) is newer than the
+    driver JIT-compiles (cudafix.knowledge.compat)."""
+    off = ptx_jit_disabled(snap)
+    if off:
+        return off
     tmm = major_minor(t.cuda)
-    if dcuda is not None and tmm is not None:
-        dmm = cudaver.major_minor(dcuda)
-        if dmm < tmm:
-            return "the driver (CUDA %d.%d) is older than torch's CUDA %d.%d: it cannot JIT PTX of the newer toolkit (minor-version compatibility)" % (dmm + tmm)
+    if tmm is None:
+        return None
+    isa = compat.toolkit_isa(tmm[0] * 1000 + tmm[1] * 10)
+    a = compat.ptx_jit(compat_driver(snap), "torch's PTX", isa)
+    if a.fails:
+        return "%s (CUDA %d.%d writes PTX ISA %s): %s" % (a.why.split(":", 1)[0], tmm[0], tmm[1], isa, a.why.split(": ", 1)[-1])
     return None
 
 

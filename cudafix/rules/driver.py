@@ -12,8 +12,10 @@ if TYPE_CHECKING:
 
 from cudafix.model.findings import ERROR, INFO, WARNING, Outcome, Rule
 from cudafix.model.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
-from cudafix.knowledge import cuda_driver
+from cudafix.knowledge import compat, cuda_driver
+from cudafix.rules import extensions as rext
 from cudafix.rules._util import (
+    compat_driver,
     driver_cuda_int,
     driver_version,
     gpu_label,
@@ -185,7 +187,8 @@ def check_library_mismatch(snap: Snapshot) -> Iterable[Outcome]:
 
 
 def _driver_vs_torch(snap: Snapshot) -> Tuple[Optional[str], object]:
-    """Classify: ("none"|"unknown"|"ok"|"minor"|"too-old", details)."""
+    """Classify by the compatibility model (cudafix.knowledge.compat):
+    ("none"|"nogpu"|"unknown"|"ok"|"minor"|"too-old", details)."""
     t = _cuda_torch(snap)
     if t is None:
         return "none", None
@@ -194,33 +197,20 @@ def _driver_vs_torch(snap: Snapshot) -> Tuple[Optional[str], object]:
     dv = driver_version(snap)
     if tmm is None:
         return "unknown", "torch.version.cuda %r unreadable" % t.cuda
-    if dcuda is None:
-        if not dv and not snap.driver.libcuda_path:
-            if nvidia_hardware(snap) is False:
-                return "nogpu", hardware_evidence(snap)
-            return "unknown", "no driver found (see no-driver)"
-        return "unknown", "the driver's CUDA version is unknown (driver %s; no cuDriverGetVersion and branch not in the table)" % (dv or "?")
-    dmm = cudaver.major_minor(dcuda)
-    facts = {"t": t, "tmm": tmm, "dmm": dmm, "dv": dv, "via": via}
-    if dmm >= tmm:
-        return "ok", facts
-    if dmm[0] < tmm[0]:
-        facts["why"] = "minor-version compatibility never crosses a CUDA major"
+    if dcuda is None and not dv and not snap.driver.libcuda_path:
+        if nvidia_hardware(snap) is False:
+            return "nogpu", hardware_evidence(snap)
+        return "unknown", "no driver found (see no-driver)"
+    answer = compat.runtime(compat_driver(snap), tmm[0] * 1000 + tmm[1] * 10)
+    if dcuda is None or answer.state == compat.UNKNOWN:
+        return "unknown", answer.why if dcuda is not None else (
+            "the driver's CUDA version is unknown (driver %s; no cuDriverGetVersion and branch not in the table)" % (dv or "?"))
+    facts = {"t": t, "tmm": tmm, "dmm": cudaver.major_minor(dcuda), "dv": dv, "via": via, "answer": answer,
+             "floor": cuda_driver.minor_compat_floor(tmm[0])}
+    if answer.fails:
+        facts["why"] = answer.why
         return "too-old", facts
-    floor = cuda_driver.minor_compat_floor(tmm[0])
-    facts["floor"] = floor
-    if floor is None:
-        facts["why"] = "CUDA %d.x has no minor-version compatibility: the driver must be at least the toolkit's own" % tmm[0]
-        return "too-old", facts
-    if dv:
-        if cuda_driver.driver_at_least(dv, floor):
-            return "minor", facts
-        facts["why"] = "driver %s is below %s, the minor-version compatibility floor of CUDA %d.x" % (dv, floor, tmm[0])
-        return "too-old", facts
-    # Driver release unknown, only its CUDA: an x.1+ driver is past the family's floor branch.
-    if dmm[1] >= 1:
-        return "minor", facts
-    return "unknown", "driver release unknown; CUDA %s drivers may be below the %s floor" % (cudaver.version_text(dcuda), floor)
+    return ("minor" if answer.how == compat.MINOR else "ok"), facts
 
 
 def _driver_fix(snap: Snapshot, t, tmm, native_only: bool = False) -> Fix:
@@ -246,6 +236,9 @@ def check_driver_too_old(snap: Snapshot) -> Iterable[Outcome]:
     if kind in ("ok", "minor"):
         return [ok("%s; %s" % (supports, needs), subject="driver")]
     ev = ["%s; %s" % (supports, needs), facts["why"]]
+    # One cause, one finding: add-ons whose own CUDA runtime this driver cannot run either are
+    # this finding's evidence (ext-cuda-major leaves them to it).
+    ev += rext.driver_failures(snap)
     return [problem(
         "driver %s (CUDA %d.%d) is too old for %s (CUDA %d.%d)" % (dv or "?", dmm[0], dmm[1], torch_label(t), tmm[0], tmm[1]),
         ev, fix=_driver_fix(snap, t, tmm), subject="driver",

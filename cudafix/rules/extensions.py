@@ -10,16 +10,16 @@ import shlex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, List, Optional, Tuple
+    from typing import Dict, Iterable, List, Optional, Tuple
 
-from cudafix.knowledge import arch as karch
 from cudafix.knowledge import gpus as kgpus
 from cudafix.model.findings import ERROR, PROBLEM, WARNING, Outcome, Rule
 from cudafix.model.fixes import Fix
 from cudafix.model.snapshot import GPU, ExtensionModule, Snapshot
 from cudafix.rules import _extload
 from cudafix.rules.torch import check_torchvision
-from cudafix.rules._util import driver_cuda_int, fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, unknown
+from cudafix.knowledge import compat
+from cudafix.rules._util import compat_driver, fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, ptx_jit_disabled, unique, unknown
 from cudafix.model import cuda as cudaver
 
 CPP_EXT_DOC = "https://pytorch.org/docs/stable/cpp_extension.html"
@@ -87,10 +87,6 @@ def rebuild(snap: Snapshot, m: ExtensionModule, ccs: List[str]) -> Fix:
     return Fix(summary="rebuild %s from its sources with %s (no package record owns it)" % (m.path, env))
 
 
-def _fit(m: ExtensionModule, cc: str) -> karch.Fit:
-    return karch.fit(m.sass, m.ptx, cc)
-
-
 def _has_code(m: ExtensionModule) -> bool:
     return bool(m.sass or m.ptx)
 
@@ -105,12 +101,35 @@ def _no_gpu(snap: Snapshot, subject: str) -> Outcome:
 
 
 def _code_text(m: ExtensionModule) -> str:
+    ptx = " ".join("%s (ISA %s)" % (p, m.ptx_isa[p]) if p in m.ptx_isa else p for p in m.ptx)
     return "%s (%s, %s): SASS %s; PTX %s (%s)" % (_name(m), _pkg(m), m.owner_via or m.location, " ".join(m.sass) or "none",
-                                                 " ".join(m.ptx) or "none", m.fatbin_via or ".nv_fatbin")
+                                                 ptx or "none", m.fatbin_via or ".nv_fatbin")
+
+
+# The compatibility model's ways of failing or stalling, per rule (cudafix.knowledge.compat).
+_WANT = {
+    "none": (compat.NO_KERNEL_IMAGE, compat.JIT_DISABLED),
+    "ptx": (compat.PTX_JIT,),
+    "unsupported": (compat.UNSUPPORTED_PTX,),
+}
+
+
+def _by_package(mods: Iterable[ExtensionModule]) -> "Dict[str, List[ExtensionModule]]":
+    """One cause, one finding: the files of one package (or one unowned file) together."""
+    groups: "Dict[str, List[ExtensionModule]]" = {}
+    for m in mods:
+        groups.setdefault(m.package or m.path, []).append(m)
+    return groups
+
+
+def _files(group: List[ExtensionModule]) -> str:
+    return "%d files" % len(group) if len(group) > 1 else _name(group[0])
 
 
 def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
-    """Outcomes of ext-arch-unsupported (want="none") and ext-ptx-jit (want="ptx")."""
+    """Outcomes of ext-arch-unsupported (want="none"), ext-ptx-jit ("ptx") and
+    ext-ptx-unsupported ("unsupported"): the compatibility model's answer for each module's
+    device code on each visible GPU, one outcome per package."""
     subject = "extensions"
     skipped = _not_scanned(snap, subject)
     if skipped:
@@ -121,45 +140,77 @@ def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
     gpus = _gpus(snap)
     if not gpus:
         return [_no_gpu(snap, subject)]
+    drv = compat_driver(snap)
+    jit_off = ptx_jit_disabled(snap)
     out: List[Outcome] = []
-    for m in mods:
-        if "device_code" in m.unknown:
-            out.append(unknown("%s: device code unreadable" % _name(m), m.unknown["device_code"], subject=_name(m)))
-            continue
-        hit = []
-        unknown_gpus = []
-        for g, cc in gpus:
-            if cc is None:
-                unknown_gpus.append(g)
+    for _key, group in _by_package(mods).items():
+        hits: List[Tuple[ExtensionModule, GPU, str, compat.Answer]] = []
+        for m in group:
+            if "device_code" in m.unknown:
+                out.append(unknown("%s: device code unreadable" % _name(m), m.unknown["device_code"], subject=_name(m)))
                 continue
-            f = _fit(m, cc)
-            if f.kind == want:
-                hit.append((g, cc, f))
-        if not hit:
-            if unknown_gpus:
-                out.append(unknown("%s: compute capability of %s unknown" % (_name(m), ", ".join(g.name for g in unknown_gpus)), subject=_name(m)))
-            else:
-                out.append(ok("%s: %s" % (_name(m), "code for every visible GPU" if want == "none" else "no PTX JIT needed"), subject=_name(m)))
+            undecided = [g for g, cc in gpus if cc is None]
+            for g, cc in gpus:
+                if cc is None:
+                    continue
+                a = compat.device_code(drv, cc, m.sass, m.ptx, m.ptx_isa, bool(jit_off))
+                if a.how in _WANT[want]:
+                    hits.append((m, g, cc, a))
+            if undecided and not any(h[0] is m for h in hits):
+                out.append(unknown("%s: compute capability of %s unknown" % (_name(m), ", ".join(g.name for g in undecided)), subject=_name(m)))
+        first = group[0]
+        unread = [h for h in hits if h[3].state == compat.UNKNOWN] if want == "ptx" else []
+        if want == "unsupported":
+            # The PTX a GPU needs, its ISA not read (an older snapshot): whether the driver can JIT it is unknown.
+            unread = [(m, g, cc, a) for m in group for g, cc in gpus if cc and "device_code" not in m.unknown
+                      for a in [compat.device_code(drv, cc, m.sass, m.ptx, m.ptx_isa, bool(jit_off))]
+                      if a.how == compat.PTX_JIT and a.state == compat.UNKNOWN]
+            if not hits and unread:
+                m, _g, _cc, a = unread[0]
+                out.append(unknown("%s (%s): whether the driver can JIT its PTX is unknown: %s" % (_pkg(m), _files(group), a.why),
+                                   _code_text(m), subject=_name(m)))
+                continue
+        if not hits:
+            out.append(ok("%s (%s): %s" % (_pkg(first), _files(group), "code for every visible GPU" if want == "none" else (
+                "no PTX JIT needed" if want == "ptx" else "no PTX newer than the driver is needed")), subject=_name(first)))
             continue
-        ccs = [cc for _, cc, _ in hit]
-        labels = ", ".join(gpu_label(g) for g, _, _ in hit)
-        fix = rebuild(snap, m, ccs)
+        hit_mods = []
+        for m, _g, _cc, _a in hits:
+            if m not in hit_mods:
+                hit_mods.append(m)
+        lead = hit_mods[0]
+        ccs = sorted({cc for _m, _g, cc, _a in hits})
+        labels = ", ".join(unique(gpu_label(g) for _m, g, _cc, _a in hits))
+        files = _files(hit_mods)
+        fix = rebuild(snap, lead, ccs)
+        ev = [_code_text(m) for m in hit_mods]
+        ev += unique("%s on %s: %s" % (_name(m), gpu_label(g), compat.summary(a)) for m, g, _cc, a in hits)
         if want == "none":
-            ev = [_code_text(m), "%s: SASS sm_XY runs only on the same major with minor >= Y; PTX compute_XY is JIT-compiled for CC >= X.Y (%s)" % (labels, NVCC_DOC)]
-            out.append(problem("%s (%s) has no code for %s: its kernels fail with 'no kernel image is available for execution on the device'"
-                               % (_name(m), _pkg(m), labels), ev, fix=fix, subject=_name(m)))
+            if jit_off and all(a.how == compat.JIT_DISABLED for _m, _g, _cc, a in hits):
+                ev.append(jit_off)
+            out.append(problem("%s (%s) has no code for %s: its kernels fail with '%s'"
+                               % (_pkg(lead), files, labels, compat.ERRORS[compat.NO_KERNEL_IMAGE]), ev, fix=fix, subject=_name(lead)))
+        elif want == "unsupported":
+            out.append(problem("%s (%s) has only PTX for %s, written by a newer CUDA toolkit than the driver's: its kernels fail with '%s'"
+                               % (_pkg(lead), files, labels, compat.ERRORS[compat.UNSUPPORTED_PTX]), ev,
+                               fix=Fix(summary="%s (or upgrade the driver to one whose CUDA is at least the PTX's)" % fix.summary, commands=fix.commands),
+                               severity=ERROR, subject=_name(lead)))
         else:
-            entries = sorted({f.entry or "" for _, _, f in hit})
-            size = sum(m.ptx_bytes.get(e, 0) for e in entries) if all(e in m.ptx_bytes for e in entries) else None
-            ev = [_code_text(m), "%s: no SASS of its major; the driver JIT-compiles %s PTX (%s) at the module's first load, "
-                  "then caches it in CUDA_CACHE_PATH up to CUDA_CACHE_MAXSIZE" % (labels, "/".join(entries), fmt_bytes(size))]
-            if m.cudart_linkage == "shared":
+            entries = {(m.path, a.entry or "") for m, _g, _cc, a in hits}
+            sized = all(e in m.ptx_bytes for m in hit_mods for (p, e) in entries if p == m.path)
+            size = sum(m.ptx_bytes.get(e, 0) for m in hit_mods for (p, e) in entries if p == m.path) if sized else None
+            if unread:
+                ev.append("the PTX ISA version was not read (a snapshot taken before cudafix read it): should it be newer than the "
+                          "driver's CUDA, loading fails with '%s' instead (ext-ptx-unsupported)" % compat.ERRORS[compat.UNSUPPORTED_PTX])
+            ev.append("%s: no SASS of its major; the driver JIT-compiles the PTX (%s) at the module's first load, "
+                      "then caches it in CUDA_CACHE_PATH up to CUDA_CACHE_MAXSIZE" % (labels, fmt_bytes(size)))
+            if all(m.cudart_linkage == "shared" for m in hit_mods):
                 fix = Fix(summary="`cudafix warm` compiles it ahead of the first run; native: " + fix.summary, commands=("cudafix warm",) + fix.commands)
             else:  # its own runtime copy loads its kernels; cudafix cannot call it (cudafix/warm/plan.py)
                 fix = Fix(summary="%s (its CUDA runtime is %s: `cudafix warm` cannot make it load)" % (
-                    fix.summary, "linked statically" if m.cudart_linkage == "static" else "not linked"), commands=fix.commands)
+                    fix.summary, "linked statically" if lead.cudart_linkage == "static" else "not linked"), commands=fix.commands)
             out.append(problem("%s (%s) runs on %s only through PTX JIT of %s: stall at first load"
-                               % (_name(m), _pkg(m), labels, fmt_bytes(size)), ev, fix=fix, subject=_name(m)))
+                               % (_pkg(lead), files, labels, fmt_bytes(size)), ev, fix=fix, subject=_name(lead)))
     return out
 
 
@@ -169,6 +220,10 @@ def check_ext_arch_unsupported(snap: Snapshot) -> Iterable[Outcome]:
 
 def check_ext_ptx_jit(snap: Snapshot) -> Iterable[Outcome]:
     return _per_gpu(snap, "ptx")
+
+
+def check_ext_ptx_unsupported(snap: Snapshot) -> Iterable[Outcome]:
+    return _per_gpu(snap, "unsupported")
 
 
 def check_ext_cuda_major(snap: Snapshot) -> Iterable[Outcome]:
@@ -184,49 +239,97 @@ def check_ext_cuda_major(snap: Snapshot) -> Iterable[Outcome]:
         return [ok("no CUDA torch build to compare the extensions' CUDA runtime with", subject=subject)]
     tmm = major_minor(t.cuda)
     out: List[Outcome] = []
-    for m in mods:
-        if m.cudart_linkage == "static":
-            out.append(_static_runtime(snap, m))
+    for _key, group in _by_package(mods).items():
+        static = [m for m in group if m.cudart_linkage == "static"]
+        if static:
+            out.extend(_static_runtime(snap, static))
+        shared = [m for m in group if m.cudart_linkage != "static"]
+        if not shared:
             continue
-        if tmm is None or not (m.cudart or "").isdigit():
+        undecided = [m for m in shared if tmm is None or not (m.cudart or "").isdigit()]
+        for m in undecided:
             out.append(unknown("%s: CUDA major unknown" % _name(m), subject=_name(m)))
+        other = [m for m in shared if m not in undecided and int(m.cudart or 0) != tmm[0]]
+        same = [m for m in shared if m not in undecided and m not in other]
+        if same and not other:
+            out.append(ok("%s (%s): CUDA runtime %s, as torch's CUDA %s" % (_pkg(same[0]), _files(same), same[0].cudart, t.cuda), subject=_name(same[0])))
+        if not other:
             continue
-        if int(m.cudart or 0) == tmm[0]:
-            out.append(ok("%s: CUDA runtime %s, as torch's CUDA %s" % (_name(m), m.cudart, t.cuda), subject=_name(m)))
-            continue
-        ev = [_code_text(m), "%s needs libcudart.so.%s (%s); torch %s ships and loads the CUDA %s runtime" % (
-            _name(m), m.cudart, m.cudart_via, t.full_version, t.cuda),
+        m = other[0]
+        ev = [_code_text(x) for x in other]
+        ev += ["%s needs libcudart.so.%s (%s); torch %s ships and loads the CUDA %s runtime" % (
+            _files(other), m.cudart, m.cudart_via, t.full_version, t.cuda),
               "a second CUDA runtime must be found by the loader (else: 'libcudart.so.%s: cannot open shared object file') and supported by the driver; "
               "CUDA objects (streams, events, memory pools) do not cross between runtimes" % m.cudart]
         gpus_ccs = [cc for _, cc in _gpus(snap) if cc]
         fix = rebuild(snap, m, gpus_ccs) if gpus_ccs else rebuild(snap, m, [])
-        out.append(problem("%s (%s) was built against CUDA %s; torch is CUDA %s" % (_name(m), _pkg(m), m.cudart, t.cuda),
+        out.append(problem("%s (%s) was built against CUDA %s; torch is CUDA %s" % (_pkg(m), _files(other), m.cudart, t.cuda),
                            ev, fix=Fix(summary=fix.summary.replace("rebuild ", "rebuild (with the CUDA %s toolkit) " % t.cuda, 1), commands=fix.commands),
                            subject=_name(m)))
     return out
 
 
-def _static_runtime(snap: Snapshot, m: ExtensionModule) -> Outcome:
-    """A module with its own static CUDA runtime loads no second libcudart; that runtime needs a
-    driver supporting its version (else cudaErrorInsufficientDriver, RUNTIME_ERRORS_DOC)."""
-    v = m.cudart_version
-    if not v:
-        return unknown("%s: statically linked CUDA runtime of unknown version" % _name(m),
-                       m.unknown.get("cudart") or m.cudart_via, subject=_name(m))
-    label = cudaver.version_text(v)
-    dv, via = driver_cuda_int(snap)
-    if dv is None:
-        return unknown("%s: its static CUDA %s runtime needs a driver for CUDA >= %s; the driver's CUDA version is unknown" % (
-            _name(m), label, label), m.cudart_via, subject=_name(m))
-    dlabel = cudaver.version_text(dv)
-    if dv >= v:
-        return ok("%s: its own static CUDA %s runtime (no second libcudart loaded); the driver supports CUDA %s" % (
-            _name(m), label, dlabel), m.cudart_via, subject=_name(m))
-    return problem("%s (%s) carries a static CUDA %s runtime; the driver supports CUDA %s: its CUDA calls fail with "
-                   "'CUDA driver version is insufficient for CUDA runtime version'" % (_name(m), _pkg(m), label, dlabel),
-                   [m.cudart_via, "the driver's CUDA version %s (%s)" % (dlabel, via),
-                    "a CUDA runtime needs a driver of at least its version: cudaErrorInsufficientDriver (%s)" % RUNTIME_ERRORS_DOC],
-                   severity=ERROR, subject=_name(m))
+def _static_runtime(snap: Snapshot, group: List[ExtensionModule]) -> List[Outcome]:
+    """Modules of one package with their own static CUDA runtime load no second libcudart; the
+    compatibility model says whether the driver runs that runtime (natively, under minor-version
+    compatibility, or not: cudaErrorInsufficientDriver, RUNTIME_ERRORS_DOC)."""
+    drv = compat_driver(snap)
+    out: List[Outcome] = []
+    undecided = [m for m in group if not m.cudart_version]
+    for m in undecided:
+        out.append(unknown("%s: statically linked CUDA runtime of unknown version" % _name(m),
+                           m.unknown.get("cudart") or m.cudart_via, subject=_name(m)))
+    known = [m for m in group if m.cudart_version]
+    if not known:
+        return out
+    # The newest runtime of the package decides: the driver must run every one of them.
+    m = max(known, key=lambda x: x.cudart_version or 0)
+    label = cudaver.version_text(m.cudart_version or 0)
+    a = compat.runtime(drv, m.cudart_version)
+    files = _files(known)
+    ev = [x.cudart_via for x in known] + [compat.summary(a)]
+    if a.state == compat.UNKNOWN:
+        out.append(unknown("%s (%s): whether the driver runs its static CUDA %s runtime is unknown: %s" % (_pkg(m), files, label, a.why),
+                           "; ".join(ev), subject=_name(m)))
+    elif a.runs:
+        out.append(ok("%s (%s): its own static CUDA %s runtime (no second libcudart loaded) runs %s" % (
+            _pkg(m), files, label, "natively" if a.how == compat.NATIVE else "under " + a.how), "; ".join(ev), subject=_name(m)))
+    elif _torch_fails_on_driver(snap, drv):
+        # One cause, one finding: the driver is too old for torch as well; driver-too-old names it
+        # and lists this package as evidence.
+        out.append(ok("%s (%s): its static CUDA %s runtime fails on this driver too; one cause, reported by driver-too-old" % (
+            _pkg(m), files, label), "; ".join(ev), subject=_name(m)))
+    else:
+        out.append(problem("%s (%s) carries a static CUDA %s runtime the driver cannot run: its CUDA calls fail with '%s'" % (
+            _pkg(m), files, label, a.error), ev, severity=ERROR, subject=_name(m)))
+    return out
+
+
+def _torch_fails_on_driver(snap: Snapshot, drv) -> bool:
+    from cudafix.model import versions
+
+    t = snap.primary_torch
+    if t is None or not t.cuda:
+        return False
+    rel = versions.release(t.cuda)
+    if len(rel) < 2:
+        return False
+    return compat.runtime(drv, rel[0] * 1000 + rel[1] * 10).fails
+
+
+def driver_failures(snap: Snapshot) -> List[str]:
+    """Evidence for driver-too-old: the extension modules whose own static CUDA runtime the same
+    driver cannot run either (their findings are this one cause, not more errors)."""
+    if not snap.extensions.scanned:
+        return []
+    drv = compat_driver(snap)
+    out: List[str] = []
+    for _key, group in _by_package(m for m in _mods(snap) if m.cudart_linkage == "static" and m.cudart_version).items():
+        m = max(group, key=lambda x: x.cudart_version or 0)
+        if compat.runtime(drv, m.cudart_version).fails:
+            out.append("%s (%s): its static CUDA %s runtime fails on this driver as well" % (
+                _pkg(m), _files(group), cudaver.version_text(m.cudart_version or 0)))
+    return out
 
 
 def check_ext_torch_symbols(snap: Snapshot) -> Iterable[Outcome]:
@@ -306,15 +409,29 @@ RULES = (
         needs=("extensions", "gpus", "jit_cache"),
     ),
     Rule(
+        id="ext-ptx-unsupported",
+        severity=ERROR,
+        title="An extension module has only PTX for a visible GPU, written by a newer CUDA toolkit than the driver JIT-compiles",
+        check=check_ext_ptx_unsupported,
+        cause="A driver JIT-compiles PTX up to the PTX ISA of its own CUDA release. A module built PTX-only (or whose only code for this GPU is PTX) by a newer toolkit fails to load on an older driver, also where its CUDA runtime runs under minor-version compatibility: NVIDIA's guide says applications that compile device code to PTX will not work on older drivers. The PTX ISA version is read from each PTX entry of the module's .nv_fatbin.",
+        symptoms=("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.",
+                  "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+                  "cudaErrorUnsupportedPtxVersion"),
+        evidence_used="the PTX entries and their PTX ISA versions in each extension's .nv_fatbin, the SASS entries, each visible GPU's compute capability, the driver's CUDA version (cudafix/knowledge/compat.py)",
+        fix_text="rebuild the package with SASS for this GPU (TORCH_CUDA_ARCH_LIST=\"X.Y\", exact command per package), or upgrade the driver to one whose CUDA release is at least the PTX's.",
+        sources=(compat.PTX_DOC, compat.PTX_MAP_DOC, compat.MINOR_DOC, "docs/compat.md (measured on an H200)"),
+        needs=("extensions", "gpus", "driver"),
+    ),
+    Rule(
         id="ext-cuda-major",
         severity=WARNING,
         title="An extension module was built against another CUDA major than torch's",
         check=check_ext_cuda_major,
-        cause="An extension linking libcudart.so.12 beside a CUDA 13 torch loads a second runtime: it must be on the loader path and supported by the driver, and CUDA objects do not cross between the two runtimes. torch's cpp_extension refuses such builds ('The detected CUDA version mismatches the version that was used to compile PyTorch'); prebuilt wheels don't ask. A module with the static runtime (nvcc's default) loads no second libcudart; its runtime's version (read from the constant its cudaRuntimeGetVersion returns) must be supported by the driver, else every CUDA call it makes fails (cudaErrorInsufficientDriver, an error); unknown when that version cannot be read (a stripped module).",
+        cause="An extension linking libcudart.so.12 beside a CUDA 13 torch loads a second runtime: it must be on the loader path and supported by the driver, and CUDA objects do not cross between the two runtimes. torch's cpp_extension refuses such builds ('The detected CUDA version mismatches the version that was used to compile PyTorch'); prebuilt wheels don't ask. A module with the static runtime (nvcc's default) loads no second libcudart; its runtime's version (read from the constant its cudaRuntimeGetVersion returns) must run on the driver -- natively or under CUDA minor-version compatibility (a 13.2 runtime runs on any R580+ driver), as the compatibility model (cudafix/knowledge/compat.py) answers -- else every CUDA call it makes fails (cudaErrorInsufficientDriver, an error); when the driver is too old for torch as well, that is one cause and driver-too-old reports it; unknown when the runtime's version cannot be read (a stripped module). One finding per package, every file as evidence.",
         symptoms=("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",),
         evidence_used="DT_NEEDED libcudart.so.N of each extension, or the version of its static runtime (cudafix/probes/cudart_static.py), torch's CUDA version (version.py), the driver's CUDA version",
         fix_text="rebuild the package with the toolkit of torch's CUDA major (exact command), or install its wheel for torch's CUDA.",
-        sources=(CPP_EXT_DOC, RUNTIME_ERRORS_DOC),
+        sources=(CPP_EXT_DOC, RUNTIME_ERRORS_DOC, compat.MINOR_DOC),
         needs=("extensions", "torch"),
     ),
     Rule(

@@ -28,6 +28,7 @@ import os
 import time
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from cudafix.knowledge import compat
 from cudafix.knowledge import arch as karch
 from cudafix.knowledge import gpus as kgpus
 from cudafix.model.snapshot import GPU, Snapshot
@@ -118,6 +119,7 @@ def targets(snap: Snapshot) -> List[WarmTarget]:
     cudart_major = None
     if t is not None and t.cuda:
         cudart_major = t.cuda.split(".", 1)[0]
+    drv = compat.driver_of(snap)
     for g in snap.visible_gpus():
         cc = _cc(g)
         if cc is None or cc in targets:
@@ -136,11 +138,14 @@ def targets(snap: Snapshot) -> List[WarmTarget]:
             f = karch.fit(m.sass, m.ptx, cc)
             if f.kind != "ptx":
                 continue
+            jit = compat.ptx_jit(drv, f.entry or "", m.ptx_isa.get(f.entry or ""))
             label = "%s (%s)" % (os.path.basename(m.path), m.package or "unowned")
             wm = WarmModule(m.path, label, m.ptx_bytes.get(f.entry or ""), "dlopen",
                             "libcudart.so.%s" % m.cudart if m.cudart_linkage == "shared" and m.cudart else None,
                             needs_torch=m.torch_linked)
-            if m.cudart_linkage != "shared":
+            if jit.fails:  # warming it would fail as the program does (ext-ptx-unsupported)
+                wm.warmable, wm.why_not = False, "its PTX cannot be JIT-compiled by this driver: %s" % jit.why
+            elif m.cudart_linkage != "shared":
                 wm.warmable, wm.why_not = False, "its CUDA runtime is %s: its kernels load only through its own runtime copy, which cudafix cannot call" % (
                     "linked statically" if m.cudart_linkage == "static" else "unknown")
             elif m.missing_torch_symbols_count:
