@@ -94,6 +94,43 @@ def test_ptx_only_build(nvcc, cuobjdump, tmp_path):
     text = ptx_file.read_bytes().rstrip(b"\0")
     assert abs(cov.ptx_bytes["compute_75"] - len(text)) <= 8, (cov.ptx_bytes, len(text))
     assert cov.largest_ptx_bytes == cov.ptx_bytes["compute_75"]
+    # the PTX ISA version read from the entry header is the `.version` of the PTX text itself
+    assert cov.ptx_isa == {"compute_75": _ptx_version(text.decode())}
+
+
+def _ptx_version(text: str) -> str:
+    m = re.search(r"^\s*\.version\s+(\d+\.\d+)", text, re.M)
+    assert m, text[:200]
+    return m.group(1)
+
+
+def test_ptx_isa_of_a_newer_toolkit(cuobjdump, tmp_path):
+    """nvcc 13.2 (NVIDIA's wheels, as tools/compat_proof.py lays them out) writes PTX ISA 9.2: read
+    from the fatbin as cuobjdump extracts it, and judged by the model as the driver of CUDA 13.0
+    judged it on a GPU (docs/gpu-raw/compat-proof-*.json: error 222)."""
+    from tools import compat_proof
+
+    cache = pathlib.Path.home() / ".cache" / "cudafix-nvcc-wheels"
+    try:
+        root = compat_proof._toolkit("13.2.86", str(cache))
+    except subprocess.CalledProcessError as exc:
+        require(False, "NVIDIA's nvcc 13.2.86 wheels (pip download): %s" % exc)
+    nvcc = [os.path.join(root, "bin", "nvcc"), "-I" + os.path.join(root, "include"), "-L" + os.path.join(root, "lib")]
+    src = tmp_path / "k.cu"
+    src.write_text(KERNEL)
+    so = tmp_path / "ptx132.so"
+    subprocess.run(nvcc + ["-shared", "-Xcompiler", "-fPIC", "-gencode", "arch=compute_90,code=compute_90", "-o", str(so), str(src)],
+                   check=True, capture_output=True, timeout=600)
+    cov = scan_fatbin(str(so))
+    d = tmp_path / "x"
+    d.mkdir()
+    subprocess.run([cuobjdump, "--extract-ptx", "all", str(so)], cwd=str(d), check=True, capture_output=True, timeout=120)
+    (ptx_file,) = list(d.glob("*.ptx"))
+    assert cov.ptx_isa == {"compute_90": _ptx_version(ptx_file.read_bytes().rstrip(b"\0").decode())} == {"compute_90": "9.2"}
+    from cudafix.knowledge import compat
+
+    a = compat.device_code(compat.Driver(13000, "580.159.04"), "9.0", cov.sass, cov.ptx, cov.ptx_isa)
+    assert a.how == compat.UNSUPPORTED_PTX and a.error == "the provided PTX was compiled with an unsupported toolchain."
 
 
 def test_arch_specific_and_family_variants(nvcc, cuobjdump, tmp_path):

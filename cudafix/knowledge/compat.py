@@ -188,7 +188,9 @@ def toolkit_isa(cuda: int) -> Optional[str]:
 # -- a CUDA runtime on a driver --------------------------------------------------------------
 
 
-def _floor(major: int, windows: bool) -> Optional[str]:
+def minor_floor(major: int, windows: bool = False) -> Optional[str]:
+    """The lowest driver that runs CUDA ``major``.x under minor-version compatibility (MINOR_DOC);
+    None where there is none (CUDA 10.x and older)."""
     return cuda_driver.minor_compat_floor(major, "windows" if windows else "linux")
 
 
@@ -212,7 +214,7 @@ def runtime(driver: Driver, cuda: Optional[int]) -> Answer:
                   error=ERRORS[INSUFFICIENT_DRIVER])
     if driver.cuda // 1000 != major:
         return dataclasses.replace(fail, why="the driver supports CUDA %s: minor-version compatibility never crosses a CUDA major (CUDA %s)" % (have, need))
-    floor = _floor(major, driver.windows)
+    floor = minor_floor(major, driver.windows)
     if floor is None:
         return dataclasses.replace(fail, why="CUDA %d.x has no minor-version compatibility: the driver must support CUDA %s itself (it supports %s)" % (
             major, need, have))

@@ -18,7 +18,7 @@ import re
 import shlex
 from typing import Dict, List, Optional, Tuple
 
-from cudafix.knowledge import compat, cuda_driver
+from cudafix.knowledge import compat
 from cudafix.knowledge import cuda_addons as ka
 from cudafix.knowledge.cuda_packages import normalize
 from cudafix.model.snapshot import Snapshot
@@ -86,7 +86,7 @@ def addon_moves(snap: Snapshot, driver_cuda: Optional[int]) -> List[AddonMove]:
     dmajor = cudaver.major(driver_cuda)
     # The newest major the driver runs: these packages carry their own CUDA runtime (cupy links it
     # statically, jax's plugins load their own nvidia-* wheels), so they need not follow torch's.
-    floor = cuda_driver.minor_compat_floor(dmajor) or "?"
+    floor = compat.minor_floor(dmajor) or "?"
     drv = compat.Driver(driver_cuda, snap.driver.kernel_version or snap.driver.libcuda_version)
     out: List[AddonMove] = []
     for name, ver in _addon_packages(snap):

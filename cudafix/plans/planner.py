@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from cudafix.knowledge import cuda_driver, version_tuple
+from cudafix.knowledge import compat, cuda_driver, version_tuple
 from cudafix.knowledge.cuda_packages import normalize
 from cudafix.knowledge import gpus as kgpus
 from cudafix.knowledge.arch import parse_cc
@@ -314,7 +314,7 @@ def _blocker(snap: Snapshot) -> Tuple[str, Optional[Step]]:
     if native and dcuda is not None:
         c = min(native, key=lambda c: (version_tuple(c.cuda), c.distance))
         need = cuda_driver.min_driver(c.cuda or "")
-        if cudaver.version_int(c.cuda or "0") <= dcuda:
+        if compat.runtime(compat.driver_of(snap), cudaver.version_int(c.cuda or "0")).how == compat.NATIVE:
             return ("no official torch build passes cudafix's own checks on this machine (see the builds skipped above)", None)
         text = "upgrade the NVIDIA driver to >= %s (CUDA %s, for %s): no official build fits this driver, every GPU and Python %s" % (
             need or "?", c.cuda, c.label, snap.python.version or "?")
@@ -338,7 +338,7 @@ def _mode_why(c: remedy.Candidate, snap: Snapshot) -> str:
     return ("relies on CUDA minor-version compatibility (driver %s >= %s, the CUDA %d.x floor; %s): every GPU runs the "
             "wheel's SASS, so nothing needs the PTX JIT, which minor compatibility cannot do; limits: APIs that need a "
             "newer driver return cudaErrorCallRequiresNewerDriver, and PTX built by CUDA %s (newer than the driver's) "
-            "cannot be JIT-compiled" % (_driver(snap)[1] or "?", cuda_driver.minor_compat_floor(major) or "?", major, MINOR_DOC, c.cuda))
+            "cannot be JIT-compiled" % (_driver(snap)[1] or "?", compat.minor_floor(major) or "?", major, MINOR_DOC, c.cuda))
 
 
 def _companion_changes(snap: Snapshot, ch: Choice, owner: str, torch_changes: bool):

@@ -206,7 +206,7 @@ def _driver_vs_torch(snap: Snapshot) -> Tuple[Optional[str], object]:
         return "unknown", answer.why if dcuda is not None else (
             "the driver's CUDA version is unknown (driver %s; no cuDriverGetVersion and branch not in the table)" % (dv or "?"))
     facts = {"t": t, "tmm": tmm, "dmm": cudaver.major_minor(dcuda), "dv": dv, "via": via, "answer": answer,
-             "floor": cuda_driver.minor_compat_floor(tmm[0])}
+             "floor": compat.minor_floor(tmm[0])}
     if answer.fails:
         facts["why"] = answer.why
         return "too-old", facts
