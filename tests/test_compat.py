@@ -159,3 +159,9 @@ def test_no_rule_or_plan_decides_compatibility_itself():
             if DECIDERS.search(line.split("#", 1)[0]):
                 bad.append("%s:%d: %s" % (p.relative_to(REPO), n, line.strip()))
     assert bad == [], "ask cudafix.knowledge.compat instead:\n" + "\n".join(bad)
+
+
+def test_docs_compat_md_is_current():
+    from tools import compat_doc
+
+    assert compat_doc.main(["--check"]) == 0, "run python -m tools.compat_doc"
