@@ -14,6 +14,7 @@ from cudafix.model.findings import ERROR, INFO, WARNING, Outcome, Rule
 from cudafix.model.fixes import REMOVE_PATH, EnvOp, EnvPatch, Fix, Preload
 from cudafix.knowledge import compat, cuda_driver
 from cudafix.rules import extensions as rext
+from cudafix.rules import gpu_driver
 from cudafix.rules._util import (
     compat_driver,
     driver_cuda_int,
@@ -235,10 +236,16 @@ def check_driver_too_old(snap: Snapshot) -> Iterable[Outcome]:
     needs = "%s needs %d.%d" % (torch_label(t), tmm[0], tmm[1])
     if kind in ("ok", "minor"):
         return [ok("%s; %s" % (supports, needs), subject="driver")]
+    gpu_need = gpu_driver.upgrade_cuda(snap)
+    if gpu_need is not None and compat.runtime(compat.Driver(gpu_need), tmm[0] * 1000 + tmm[1] * 10).runs:
+        # One cause, one finding: the driver is too old for the GPU itself, and the driver the GPU
+        # needs (CUDA >= X) runs torch's CUDA too: driver-gpu-unsupported names the one upgrade.
+        return [ok("%s; %s: one cause, reported by driver-gpu-unsupported (the driver this GPU needs, CUDA >= %s, runs it)" % (
+            supports, needs, cudaver.version_text(gpu_need)), subject="driver")]
     ev = ["%s; %s" % (supports, needs), facts["why"]]
     # One cause, one finding: add-ons whose own CUDA runtime this driver cannot run either are
     # this finding's evidence (ext-cuda-major leaves them to it).
-    ev += rext.driver_failures(snap)
+    ev += rext.driver_failures(snap) + rext.companion_evidence(snap, "driver-too-old")
     return [problem(
         "driver %s (CUDA %d.%d) is too old for %s (CUDA %d.%d)" % (dv or "?", dmm[0], dmm[1], torch_label(t), tmm[0], tmm[1]),
         ev, fix=_driver_fix(snap, t, tmm), subject="driver",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, List
+    from typing import Iterable, List, Optional
 
 from cudafix.knowledge import arch_drivers as ad
 from cudafix.knowledge import cuda_driver
@@ -94,12 +94,50 @@ def check_driver_gpu(snap: Snapshot) -> Iterable[Outcome]:
                     gpu_label(g), row.arch, cc, row.first_cuda, row.min_driver, row.min_branch))
     if bad_gpus:
         evidence.append("the driver does not drive the GPU at all: no CUDA device, whatever torch or toolkit is installed")
+        evidence.extend(_torch_too(snap))
         what = "too new for" if bad_new and not bad_old else "too old for"
         fix = _driver_fix(bad_new if bad_new and not bad_old else bad_old, too_new=bool(bad_new) and not bad_old)
         return [problem("driver %s (R%d) is %s %s: it cannot drive %s" % (
             dv, branch, what, ", ".join(bad_gpus), "this GPU" if len(bad_gpus) == 1 else "these GPUs"),
             evidence, fix=fix, subject="GPU")] + [o for o in out if o.verdict != "ok"]
     return out
+
+
+def _torch_too(snap: Snapshot) -> List[str]:
+    """torch's CUDA runtime on this driver, when it fails here too (one cause: driver-too-old
+    leaves it to this finding when the upgrade the GPU needs runs torch)."""
+    from cudafix.knowledge import compat
+    from cudafix.model import versions
+
+    t = snap.primary_torch
+    rel = versions.release(t.cuda) if t is not None and t.cuda else ()
+    if len(rel) < 2:
+        return []
+    a = compat.runtime(compat.driver_of(snap), rel[0] * 1000 + rel[1] * 10)
+    need = upgrade_cuda(snap)
+    if not a.fails or need is None or not compat.runtime(compat.Driver(need), rel[0] * 1000 + rel[1] * 10).runs:
+        return []
+    return ["torch %s (CUDA %d.%d) fails on this driver as well (%s); the upgrade this GPU needs covers it" % (
+        t.full_version, rel[0], rel[1], a.why)]
+
+
+def upgrade_cuda(snap: Snapshot) -> Optional[int]:
+    """The CUDA release (13000) whose minimum driver every GPU that this driver is too old for
+    needs (the driver-gpu-unsupported fix); None when no GPU needs a newer driver or it is unknown."""
+    from cudafix.model import cuda as cudaver
+
+    dv = driver_version(snap)
+    if not dv or not cuda_driver.is_driver_version(dv):
+        return None
+    branch = cuda_driver.driver_branch(dv)
+    need = None
+    for g in snap.gpus.gpus:
+        cc_text = g.compute_capability or gpu_table.compute_capability(g.name)
+        mm = major_minor(cc_text) if cc_text else None
+        row = ad.row_for_cc("%d.%d" % mm) if mm else None
+        if row is not None and ad.drives(row, branch) is False and not (row.last_branch is not None and branch > row.last_branch):
+            need = max(need or 0, cudaver.version_int(row.first_cuda))
+    return need
 
 
 RULES = (
