@@ -165,3 +165,8 @@ def test_docs_compat_md_is_current():
     from tools import compat_doc
 
     assert compat_doc.main(["--check"]) == 0, "run python -m tools.compat_doc"
+
+
+def test_an_unreadable_compute_capability_is_unknown_not_a_crash():
+    a = compat.device_code(D(13000, "580.159.04"), "9.0;rm", ["sm_90"], [], {})
+    assert a.state == compat.UNKNOWN and "9.0;rm" in a.why

@@ -237,7 +237,8 @@ def test_json_findings_carry_the_step_that_answers_them():
     plan = planner.make_plan(s, runs)
     doc = json.loads(json.dumps(status_document(s, runs, plan=plan)))
     by_rule = {f["rule"]: f["answered_by"] for f in doc["findings"] if f["severity"] in (ERROR, WARNING)}
-    assert by_rule["arch-unsupported"] == 1 and by_rule["ext-ptx-jit"] == 1
+    # torchvision 0.11.1's PTX-only code for sm_80 is the same cause (torch's build): one finding (issue 34)
+    assert by_rule["arch-unsupported"] == 1 and "ext-ptx-jit" not in by_rule
     assert doc["plan"]["steps"][0]["argv"][4] == "torch==1.10.0+cu113"
 
 

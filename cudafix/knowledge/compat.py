@@ -279,6 +279,10 @@ def device_code(driver: Driver, cc: Optional[str], sass: Sequence[str], ptx: Seq
     """How a GPU of compute capability ``cc`` runs a binary's device code."""
     if cc is None:
         return Answer(UNKNOWN, "", "the GPU's compute capability is unknown", karch.SOURCE)
+    try:
+        karch.parse_cc(cc)
+    except ValueError:
+        return Answer(UNKNOWN, "", "the GPU's compute capability %r cannot be read as X.Y" % (cc,), karch.SOURCE)
     f = karch.fit(sass, (), cc)
     if f.kind == "sass":
         return Answer(RUNS, SASS, "compute capability %s runs its %s SASS" % (cc, f.entry), karch.SOURCE, entry=f.entry)
