@@ -170,3 +170,17 @@ def test_docs_compat_md_is_current():
 def test_an_unreadable_compute_capability_is_unknown_not_a_crash():
     a = compat.device_code(D(13000, "580.159.04"), "9.0;rm", ["sm_90"], [], {})
     assert a.state == compat.UNKNOWN and "9.0;rm" in a.why
+
+
+def test_warm_asks_the_model_too():
+    """`cudafix warm` does not try to JIT PTX the driver cannot compile (it would fail as the
+    program does): the recorded PTX-only extension, its PTX as nvcc 13.2 writes it."""
+    from cudafix.warm import plan as wplan
+    from tests.test_rules_fixtures import load
+
+    (t,) = wplan.targets(load("h200 PTX-only extension, PTX ISA 9.2 (nvcc 13.2)"))
+    (m,) = [m for m in t.modules if m.via == "dlopen"]
+    assert not m.warmable and "cannot be JIT-compiled by this driver" in m.why_not
+    (t,) = wplan.targets(load("h200 PTX-only extension, PTX ISA 9.0 (nvcc 13.0)"))
+    (m,) = [m for m in t.modules if m.via == "dlopen"]
+    assert "cannot be JIT-compiled" not in (m.why_not or "")
