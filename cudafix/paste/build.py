@@ -28,6 +28,7 @@ from cudafix.paste.facts import Fact, Report
 NEEDS_ENV = "run `cudafix status` in that env to decide"
 # The sections a paste never shows, and why (the rules' `needs` names: cudafix/model/findings.py)
 NEVER_IN_TEXT = {
+    "toolkits": "the toolkit extension builds would use (CUDA_HOME, CUDA_PATH, nvcc) is not in the report",
     "libraries": "which copy of each CUDA library the loader picks is not in the report",
     "extensions": "the env's extension modules are not in the report",
     "env": "the environment variables are not in the report",
@@ -35,7 +36,6 @@ NEVER_IN_TEXT = {
     "node": "the node's network interfaces are not in the report",
     "wsl": "WSL's mapped driver files are not in the report",
     "windows": "the DLLs torch loads on Windows are not in the report",
-    "toolkits": "the toolkit extension builds would use (CUDA_HOME, CUDA_PATH, nvcc) is not in the report",
     "python": "the interpreter's path is not in the report",
 }
 
@@ -177,15 +177,25 @@ def _python(report: Report) -> PythonInfo:
     return p
 
 
-def _toolkits(report: Report, pkgs: Dict[str, Tuple[str, str, str, str, Fact]]) -> ToolkitInfo:
+def _toolkits(report: Report, pkgs: Dict[str, Tuple[str, str, str, str, Fact]], errors: Dict[str, str]) -> ToolkitInfo:
     info = ToolkitInfo()
     nv = report.first(F.NVCC)
-    if nv is not None:
-        info.toolkits.append(Toolkit(path="(nvcc on PATH)", version=nv.value, nvcc="nvcc", sources=["PATH nvcc"], found_via=_via(nv)))
+    home = report.first(F.CUDA_HOME)
+    if home is not None and nv is not None and home.value.startswith(("/", "C:", "c:", "D:")):
+        # detectron2's / mmcv's collect_env print torch.utils.cpp_extension.CUDA_HOME and the nvcc
+        # of that toolkit: the one extension builds use, stated
+        info.toolkits.append(Toolkit(path=home.value, version=nv.value, nvcc=home.value.rstrip("/") + "/bin/nvcc",
+                                     sources=["CUDA_HOME"], found_via="%s; %s" % (_via(home), _via(nv))))
+        info.cuda_home = home.value
+        info.cuda_home_via = "torch.utils.cpp_extension.CUDA_HOME (report line %d)" % home.line
+    else:
+        errors["toolkits"] = NEVER_IN_TEXT["toolkits"]
+        info.unknown["cuda_home"] = NEVER_IN_TEXT["toolkits"]
+        if nv is not None:
+            info.toolkits.append(Toolkit(path="(nvcc on PATH)", version=nv.value, nvcc="nvcc", sources=["PATH nvcc"], found_via=_via(nv)))
     for name, (version, origin, build, channel, f) in sorted(pkgs.items()):
         if (name.startswith("nvidia-") or name.startswith("cuda-")) and origin == "pip":
             info.nvidia_wheels.append(PythonDist(name=name, version=version, origin="pip", found_via=_via(f)))
-    info.unknown["cuda_home"] = NEVER_IN_TEXT["toolkits"]
     return info
 
 
@@ -199,13 +209,14 @@ def snapshot(report: Report) -> Snapshot:
     snap.torchvision = _torchvision(pkgs, errors)
     snap.driver = _driver(report, errors)
     snap.gpus, snap.hardware = _gpus(report, errors)
-    snap.toolkits = _toolkits(report, pkgs)
+    snap.toolkits = _toolkits(report, pkgs, errors)
     if report.first(F.WSL) is not None:
         snap.host["os"] = "linux (WSL 2)"
         snap.driver.wsl = True
     elif snap.python.platform.startswith("win"):
         snap.host["os"] = "windows"
     for need, why in NEVER_IN_TEXT.items():
-        errors.setdefault(need, why)
+        if need != "toolkits":  # stated by detectron2's / mmcv's collect_env (_toolkits)
+            errors.setdefault(need, why)
     snap.probe_errors = {k: "%s: %s" % (v, NEEDS_ENV) for k, v in sorted(errors.items())}
     return snap

@@ -143,6 +143,22 @@ def _symptom_findings(report: Report, runs: List[RuleRun]) -> Tuple[List[Finding
     return out, confirm
 
 
+# Rules whose "ok" says a package list holds nothing wrong: a paste lists only some packages
+# (collect_env's [pip3] lines are filtered), so there their "ok" is unknown.
+WHOLE_LIST_RULES = ("mixed-cuda-sources",)
+
+
+def _partial_lists(runs: List[RuleRun]) -> List[RuleRun]:
+    from cudafix.model.findings import Outcome
+
+    out = []
+    for r in runs:
+        if r.rule.id in WHOLE_LIST_RULES and r.verdict == OK:
+            r = RuleRun(r.rule, [Outcome(UNKNOWN, "the report lists only some of the env's packages: %s" % NEEDS_ENV)])
+        out.append(r)
+    return out
+
+
 def analyse(report: Report, rule_set: Optional[Tuple[Any, ...]] = None) -> Diagnosis:
     """Run the rules and the planner on what ``report`` states."""
     from cudafix import rules
@@ -150,7 +166,7 @@ def analyse(report: Report, rule_set: Optional[Tuple[Any, ...]] = None) -> Diagn
     from cudafix.plans.planner import plan_or_error
 
     snap = snapshot(report)
-    runs = rules.run(snap, rule_set)
+    runs = _partial_lists(rules.run(snap, rule_set))
     extra, confirm = _symptom_findings(report, runs)
     plan, plan_error = plan_or_error(snap, runs)
     findings: List[Finding] = []

@@ -31,6 +31,8 @@ PLATFORM = "platform"  # "linux-x86_64" | "linux-aarch64" | "win-amd64" | "darwi
 WSL = "wsl"  # "true" when the kernel string says WSL 2
 OS = "os"
 MODULE_LOADING = "env.CUDA_MODULE_LOADING"
+CUDA_HOME = "toolkit.cuda_home"  # torch.utils.cpp_extension.CUDA_HOME (detectron2 / mmcv collect_env)
+EXT_CUDA = "extension.cuda"  # the CUDA detectron2 / mmcv's own ops were compiled with
 PACKAGE = "package"  # "name|version|origin|build|channel"
 
 

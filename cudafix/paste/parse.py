@@ -13,6 +13,7 @@ The formats, from the tools' own source:
 - nvidia-smi: the header `NVIDIA-SMI x  Driver Version: y  CUDA Version: z`, one table row per
   GPU `| 0  name  Off | 00000000:01:00.0 Off | ...`, `-L` (`GPU 0: name (UUID: ...)`), `-q`
   (`Driver Version : y`, `Product Name : name`)
+- pip show: `Name: torch` then `Version: 2.4.0+cu121`
 - ultralytics: `Ultralytics YOLOv8.0.196 Python-3.10.12 torch-2.1.0+cu121 CUDA:0 (name, 24268MiB)`
   (yolov5 / yolov9's `torch-1.13.1+cu117 CUDA:0 (...)` / `torch 1.10.0+cu102 CUDA:0 (...)`)
 """
@@ -43,7 +44,13 @@ _SMI_CUDA = re.compile(r"CUDA Version\s*:\s*(\d+\.\d+)")
 _SMI_ROW = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(?:On|Off|WDDM|TCC)\s*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
 _SMI_Q_NAME = re.compile(r"^\s*Product Name\s*:\s*(.+?)\s*$")
 _NVCC = re.compile(r"Cuda compilation tools, release (\d+\.\d+)")
-_YOLO_TORCH = re.compile(r"(?:Python-(\d+\.\d+\.\d+)\s+)?torch[- ](\d+\.\d+(?:\.\d+)?[\w.+]*)\s+(?:CUDA:|CPU\b)")
+_YOLO_TORCH = re.compile(r"(?:Python-(\d+\.\d+\.\d+)\s+)?torch[- ](\d+\.\d+(?:\.\d+)?[\w.+]*)(?:\s+(?:CUDA:|CPU\b)|\s*$)")
+# detectron2's and mmcv's collect_env: "KEY   value" (tabulate) or "KEY: value"
+_D2_KEYS = ("PyTorch", "torchvision", "TorchVision", "GPU available", "CUDA available", "Driver version", "CUDA_HOME",
+            "sys.platform", "Python", "MMCV", "mmcv", "detectron2", "MMCV CUDA Compiler", "CUDA compiler", "Detectron2 CUDA Compiler")
+_D2 = re.compile(r"^\s*(%s)\s*(?::\s*|\s{2,})(\S.*?)\s*$" % "|".join(re.escape(k) for k in sorted(_D2_KEYS, key=len, reverse=True)))
+_D2_GPU = re.compile(r"^\s*GPU\s+(\d+(?:\s*,\s*\d+)*)\s*(?::\s*|\s{2,})(.+?)\s*(?:\(arch=[\d.]+\))?\s*$")
+_RUNTIME = re.compile(r"^\s*-\s*CUDA Runtime\s+(\d+\.\d+)")  # torch.__config__.show(): torch's own CUDA
 _YOLO_GPU = re.compile(r"CUDA:(\d+)\s*\(([^,()]+(?:\([^)]*\))?[^,()]*),\s*\d+\s*MiB\)")
 _YOLO_ROW = re.compile(r"^(CUDA|Python|Install|OS)\s{2,}(\S.*?)\s*$")
 _YOLO_PKG = re.compile(r"^(torch|torchvision)\s+\S*\s*(\d+\.\d+(?:\.\d+)?(?:\+\w+)?)(?:[<>=!]=?\S*)?\s*$")
@@ -88,6 +95,7 @@ class _Reader:
         self.sources: List[str] = []
         self.in_gpu_block = False  # after "GPU models and configuration:" with the GPUs on the next lines
         self.q_gpus = 0  # -q "Product Name" lines seen (their GPU index)
+        self.show_name = ""  # `pip show`: the "Name:" its "Version:" belongs to
 
     def add(self, name: str, value: str, n: int, source: str, line: str) -> None:
         self.facts.append(Fact(name, value, n, source, line.strip()[:200]))
@@ -187,6 +195,39 @@ def _yolo(r: _Reader, line: str, n: int) -> bool:
     return True
 
 
+def _d2(r: _Reader, key: str, value: str, n: int, line: str) -> None:
+    """detectron2 / mmcv collect_env rows (their own formats, around torch's)."""
+    src = "detectron2/mmcv collect_env"
+    low = key.lower()
+    v = value.split(" @")[0].strip()
+    if key == "PyTorch" and re.match(r"^\d+\.\d+", v):
+        r.add(F.TORCH_VERSION, v.split()[0], n, src, line)
+    elif low == "torchvision" and re.match(r"^\d+\.\d+", v):
+        r.add(F.PACKAGE, "torchvision|%s|unknown||" % v.split()[0], n, src, line)
+    elif key == "Driver version":
+        m = re.match(r"^(%s)" % _VER, v)
+        if m:
+            r.add(F.DRIVER_VERSION, m.group(1), n, src, line)
+    elif key in ("GPU available", "CUDA available"):
+        t = v.lower().split()[0] if v else ""
+        if t in ("true", "yes", "false", "no"):
+            r.add(F.CUDA_AVAILABLE, "true" if t in ("true", "yes") else "false", n, src, line)
+    elif key == "CUDA_HOME":
+        r.add(F.CUDA_HOME, v, n, src, line)
+    elif key == "sys.platform":
+        p = "win-amd64" if v.startswith("win") else ("darwin" if v == "darwin" else None)
+        if p:
+            r.add(F.PLATFORM, p, n, src, line)
+    elif key == "Python":
+        m = re.match(r"^(\d+\.\d+\.\d+)", v)
+        if m:
+            r.add(F.PYTHON_VERSION, m.group(1), n, src, line)
+    elif key in ("MMCV CUDA Compiler", "CUDA compiler", "Detectron2 CUDA Compiler"):
+        m = re.search(r"(\d+\.\d+)", v)
+        if m:
+            r.add(F.EXT_CUDA, m.group(1), n, src, line)
+
+
 def read(lines: List[str]) -> Tuple[List[Fact], List[str]]:
     """(facts, tools recognised) from the paste's lines."""
     r = _Reader()
@@ -205,6 +246,29 @@ def read(lines: List[str]) -> Tuple[List[Fact], List[str]]:
             g = _GPU_LINE.match(line)
             if g:
                 r.add(F.GPU, "%s|%s" % (g.group(1), g.group(2)), n, "collect_env" if r.in_gpu_block else "nvidia-smi -L", raw)
+                continue
+            g = _D2_GPU.match(line)
+            if g:
+                for idx in re.split(r"\s*,\s*", g.group(1)):
+                    r.add(F.GPU, "%s|%s" % (idx, g.group(2)), n, "detectron2/mmcv collect_env", raw)
+                continue
+        if line.startswith("Name:"):
+            r.show_name = _norm_name(line[5:].strip())
+            continue
+        if line.startswith("Version:") and r.show_name:
+            v = line[8:].strip()
+            if _PKG_NAMES.match(r.show_name) and re.match(r"^\d", v):
+                r.add(F.PACKAGE, "%s|%s|pip||" % (r.show_name, v.split()[0]), n, "pip show", raw)
+            r.show_name = ""
+            continue
+        d2 = _D2.match(line)
+        if d2:
+            _d2(r, d2.group(1), d2.group(2), n, raw)
+            continue
+        if "CUDA Runtime" in line:
+            rt = _RUNTIME.match(line)
+            if rt:
+                r.add(F.TORCH_CUDA, rt.group(1), n, "torch.__config__.show()", raw)
                 continue
         r.in_gpu_block = False
         if "Version" in line:

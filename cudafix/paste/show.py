@@ -22,6 +22,7 @@ _LABEL = {
     F.CUDA_AVAILABLE: "torch.cuda.is_available()", F.DRIVER_VERSION: "NVIDIA driver", F.DRIVER_CUDA: "driver's CUDA",
     F.GPU: "GPU", F.NVCC: "nvcc (CUDA toolkit)", F.CUDNN: "cuDNN", F.PYTHON_VERSION: "Python", F.PLATFORM: "platform",
     F.WSL: "WSL 2", F.OS: "OS", F.MODULE_LOADING: "CUDA_MODULE_LOADING", F.PACKAGE: "package",
+    F.CUDA_HOME: "CUDA_HOME (extensions)", F.EXT_CUDA: "extension ops' CUDA",
 }
 
 
