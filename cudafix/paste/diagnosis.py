@@ -159,6 +159,27 @@ def _partial_lists(runs: List[RuleRun]) -> List[RuleRun]:
     return out
 
 
+# A finding whose own evidence says a fact it used is unknown (driver-minor-compat: "whether one of
+# the extension modules needs the PTX JIT is unknown") is not certain from the text: it is shown
+# as likely, and the plan is not made from it.
+_UNSURE = ("is unknown", "not in the report", NEEDS_ENV)
+
+
+def _unsure(f: Finding) -> bool:
+    return any(m in e for e in f.evidence for m in _UNSURE)
+
+
+def _for_plan(runs: List[RuleRun]) -> List[RuleRun]:
+    from cudafix.model.findings import Outcome
+
+    out = []
+    for r in runs:
+        if r.verdict == PROBLEM and any(_unsure(f) for f in r.findings()):
+            r = RuleRun(r.rule, [Outcome(UNKNOWN, "decided on facts the report does not state: %s" % NEEDS_ENV)])
+        out.append(r)
+    return out
+
+
 def analyse(report: Report, rule_set: Optional[Tuple[Any, ...]] = None) -> Diagnosis:
     """Run the rules and the planner on what ``report`` states."""
     from cudafix import rules
@@ -168,7 +189,7 @@ def analyse(report: Report, rule_set: Optional[Tuple[Any, ...]] = None) -> Diagn
     snap = snapshot(report)
     runs = _partial_lists(rules.run(snap, rule_set))
     extra, confirm = _symptom_findings(report, runs)
-    plan, plan_error = plan_or_error(snap, runs)
+    plan, plan_error = plan_or_error(snap, _for_plan(runs))
     findings: List[Finding] = []
     certainty: Dict[str, str] = {}
     for r in runs:
@@ -177,7 +198,8 @@ def analyse(report: Report, rule_set: Optional[Tuple[Any, ...]] = None) -> Diagn
         for f in r.findings():
             ev = f.evidence + more + (("from report line%s %s" % ("" if len(lines) == 1 else "s", ", ".join(map(str, lines))),) if lines else ())
             findings.append(dataclasses.replace(f, evidence=ev))
-            certainty[f.rule] = CERTAIN
+            if certainty.get(f.rule) != LIKELY:
+                certainty[f.rule] = LIKELY if _unsure(f) else CERTAIN
     for f in extra:
         findings.append(f)
         certainty.setdefault(f.rule, LIKELY)

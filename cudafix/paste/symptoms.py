@@ -25,12 +25,12 @@ _PREFIX = re.compile(r"^(?:[A-Za-z_.]*(?:Error|Warning|Exception)|AssertionError
 # (rule, pattern): phrasings of the same errors the rules' symptoms do not quote verbatim
 EXTRA: Tuple[Tuple[str, str], ...] = (
     # torch/cuda/__init__.py _check_capability / _warn_arch_list (every release 1.x-2.x)
-    ("arch-unsupported", r"with CUDA capability sm_\d+ is not compatible with the current PyTorch installation"),
+    ("arch-unsupported", r"CUDA capability sm_\d+ is not compatible with the current PyTorch installation"),
     ("arch-unsupported", r"which is of cuda capability \d+\.\d+\. PyTorch no longer supports this GPU"),
     ("arch-unsupported", r"no kernel image is available for execution on the device"),
     ("ext-arch-unsupported", r"no kernel image is available for execution on the device"),
     # torch/csrc/cuda: the driver API's message for CUDA_ERROR_INSUFFICIENT_DRIVER (torch < 1.8 and >= 1.8)
-    ("driver-too-old", r"The NVIDIA driver on your system is too old"),
+    ("driver-too-old", r"NVIDIA driver on your system is too old"),
     ("driver-too-old", r"CUDA driver version is insufficient for CUDA runtime version"),
     ("no-driver", r"Found no NVIDIA driver on your system"),
     ("no-driver", r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
@@ -39,6 +39,8 @@ EXTRA: Tuple[Tuple[str, str], ...] = (
     ("torchvision-mismatch", r"operator torchvision::\w+ does not exist"),
     ("torchvision-mismatch", r"Detected that PyTorch and torchvision were compiled with different CUDA"),
     ("torchvision-mismatch", r"Couldn't load custom C\+\+ ops"),
+    # torchvision/extension.py: the same error's second sentence, quoted alone
+    ("torchvision-mismatch", r"This can happen if your PyTorch and torchvision versions are incompatible"),
     # torch/utils/cpp_extension.py _check_cuda_version
     ("cuda-home-mismatch", r"The detected CUDA version \(\d+\.\d+\) mismatches the version that was used to compile"),
     ("cuda-home-mismatch", r"The detected CUDA version \(\d+\.\d+\) has a minor version mismatch"),
@@ -92,6 +94,14 @@ def table() -> List[Tuple[str, "Pattern[str]"]]:
     return _TABLE
 
 
+def _hits(tab: List[Tuple[str, "Pattern[str]"]], line: str) -> List[str]:
+    hit: List[str] = []
+    for rid, pat in tab:
+        if rid not in hit and pat.search(line):
+            hit.append(rid)
+    return hit
+
+
 def find(lines: Sequence[str], limit: int = 50) -> List[Symptom]:
     """The report's error lines that rules list as symptoms (one Symptom per line, its rules in
     registry order); at most ``limit`` (a 10 MB log repeats the same error)."""
@@ -101,10 +111,11 @@ def find(lines: Sequence[str], limit: int = 50) -> List[Symptom]:
     for i, line in enumerate(lines):
         if not any(h in line for h in _HINTS):
             continue
-        hit: List[str] = []
-        for rid, pat in tab:
-            if rid not in hit and pat.search(line):
-                hit.append(rid)
+        hit = _hits(tab, line)
+        if not hit and i + 1 < len(lines) and lines[i + 1].strip():
+            # a message wrapped at the terminal's width or the issue's: read it with its next line
+            line = line.rstrip() + " " + lines[i + 1].strip()
+            hit = _hits(tab, line)
         if not hit:
             continue
         key = tuple(hit)
