@@ -45,15 +45,21 @@ def _via(f: Fact) -> str:
 
 
 def _packages(report: Report) -> Dict[str, Tuple[str, str, str, str, Fact]]:
-    """name -> (version, origin, build, channel, fact): the first line per name, a conda record
-    of the pytorch channel preferred over a pip line for torch (conda's own build string)."""
+    """name -> (version, origin, build, channel, fact): the first line per name; for torch, the
+    line whose version is the one the report's torch version states (collect_env of an env with
+    a pip torch and a conda pytorch lists both: `import torch` gave the stated one)."""
     out: Dict[str, Tuple[str, str, str, str, Fact]] = {}
+    stated = report.first(F.TORCH_VERSION)
     for f in report.all(F.PACKAGE):
         name, version, origin, build, channel = (f.value.split("|") + ["", "", "", ""])[:5]
         if name == "pytorch":
             name = "torch"  # conda's name for it
+        row = (version, origin, build, channel, f)
         if name not in out:
-            out[name] = (version, origin, build, channel, f)
+            out[name] = row
+        elif name == "torch" and stated is not None and versions.public(out[name][0]) != versions.public(stated.value) \
+                and versions.public(version) == versions.public(stated.value):
+            out[name] = row
     return out
 
 

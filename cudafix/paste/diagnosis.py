@@ -81,8 +81,10 @@ def _conflicts(report: Report) -> None:
                 same = a == b
             if not same:
                 report.conflicts.setdefault(name, []).append(f)
-                report.notes.append("lines %d and %d give two %s versions (%s, %s): two machines or environments in one paste; "
-                                    "cudafix judged the first (line %d)" % (first.line, f.line, label, a, b, first.line))
+                what = ("two torch installs in one env, or two envs or machines in one paste" if name == F.TORCH_VERSION
+                        else "two machines or environments in one paste")
+                report.notes.append("lines %d and %d give two %s versions (%s, %s): %s; cudafix judged the first (line %d)"
+                                    % (first.line, f.line, label, a, b, what, first.line))
                 break
 
 

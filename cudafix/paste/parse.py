@@ -37,8 +37,11 @@ _CE_KEYS = (
     "CUDA runtime version", "CUDA_MODULE_LOADING set to", "GPU models and configuration", "Nvidia driver version",
     "cuDNN version", "Python version", "Python platform", "OS",
 )
-_CE = re.compile(r"^\s*[-*]?\s*(%s)\s*:\s*(.*?)\s*$" % "|".join(re.escape(k) for k in _CE_KEYS))
-_GPU_LINE = re.compile(r"^\s*GPU\s+(\d+)\s*:\s*(.+?)\s*(?:\(UUID:.*)?$")
+# the key as collect_env prints it; a reporter's copy may lose the colon or change the case
+# ("PyTorch version 1.5.0", "Os: Ubuntu"): the colon may go except after the short "OS"
+_CE = re.compile(r"^\s*[-*]?\s*(?:(%s)\s*:?|(OS)\s*:)\s*(.*?)\s*$" % "|".join(re.escape(k) for k in _CE_KEYS if k != "OS"), re.I)
+_CE_CANON = {k.lower(): k for k in _CE_KEYS}
+_GPU_LINE = re.compile(r"^\s*GPU\s+(\d{1,3})\s*:\s*(.+?)\s*(?:\(UUID:.*)?$")
 _SMI_HEAD = re.compile(r"Driver Version\s*:\s*(%s)" % _VER)
 _SMI_CUDA = re.compile(r"CUDA Version\s*:\s*(\d+\.\d+)")
 _SMI_ROW = re.compile(r"^\|\s*(\d+)\s+(.+?)\s+(?:On|Off|WDDM|TCC)\s*\|\s*[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d")
@@ -49,7 +52,7 @@ _YOLO_TORCH = re.compile(r"(?:Python-(\d+\.\d+\.\d+)\s+)?torch[- ](\d+\.\d+(?:\.
 _D2_KEYS = ("PyTorch", "torchvision", "TorchVision", "GPU available", "CUDA available", "Driver version", "CUDA_HOME",
             "sys.platform", "Python", "MMCV", "mmcv", "detectron2", "MMCV CUDA Compiler", "CUDA compiler", "Detectron2 CUDA Compiler")
 _D2 = re.compile(r"^\s*(%s)\s*(?::\s*|\s{2,})(\S.*?)\s*$" % "|".join(re.escape(k) for k in sorted(_D2_KEYS, key=len, reverse=True)))
-_D2_GPU = re.compile(r"^\s*GPU\s+(\d+(?:\s*,\s*\d+)*)\s*(?::\s*|\s{2,})(.+?)\s*(?:\(arch=[\d.]+\))?\s*$")
+_D2_GPU = re.compile(r"^\s*GPU\s+(\d{1,3}(?:\s*,\s*\d{1,3})*)\s*(?::\s*|\s{2,})(.+?)\s*(?:\(arch=[\d.]+\))?\s*$")
 _RUNTIME = re.compile(r"^\s*-\s*CUDA Runtime\s+(\d+\.\d+)")  # torch.__config__.show(): torch's own CUDA
 _YOLO_GPU = re.compile(r"CUDA:(\d+)\s*\(([^,()]+(?:\([^)]*\))?[^,()]*),\s*\d+\s*MiB\)")
 _YOLO_ROW = re.compile(r"^(CUDA|Python|Install|OS)\s{2,}(\S.*?)\s*$")
@@ -195,6 +198,22 @@ def _yolo(r: _Reader, line: str, n: int) -> bool:
     return True
 
 
+def _yolo_row(r: _Reader, key: str, value: str, n: int, line: str) -> bool:
+    """`yolo checks` rows, in their exact shape (a bare version; detectron2's "Python  3.7.4
+    (default, ...)" row is not one)."""
+    src = "yolo checks"
+    if key == "CUDA" and re.match(r"^\d+\.\d+$", value):
+        r.add(F.TORCH_CUDA, value, n, src, line)  # torch.version.cuda, printed when CUDA is available
+        return True
+    if key == "Python" and re.match(r"^\d+\.\d+\.\d+$", value):
+        r.add(F.PYTHON_VERSION, value, n, src, line)
+        return True
+    if key == "OS" and "-" in value and _platform_of(value):
+        r.add(F.PLATFORM, _platform_of(value) or "", n, src, line)
+        return True
+    return key == "Install" and value in ("pip", "git", "conda", "docker")
+
+
 def _d2(r: _Reader, key: str, value: str, n: int, line: str) -> None:
     """detectron2 / mmcv collect_env rows (their own formats, around torch's)."""
     src = "detectron2/mmcv collect_env"
@@ -240,12 +259,12 @@ def read(lines: List[str]) -> Tuple[List[Fact], List[str]]:
         m = _CE.match(line)
         if m:
             r.in_gpu_block = False
-            _collect_env(r, m.group(1), m.group(2), n, raw)
+            _collect_env(r, _CE_CANON[(m.group(1) or m.group(2)).lower()], m.group(3), n, raw)
             continue
         if "GPU" in line:
             g = _GPU_LINE.match(line)
             if g:
-                r.add(F.GPU, "%s|%s" % (g.group(1), g.group(2)), n, "collect_env" if r.in_gpu_block else "nvidia-smi -L", raw)
+                r.add(F.GPU, "%s|%s" % (g.group(1), g.group(2)), n, "collect_env" if r.in_gpu_block else "GPU list", raw)
                 continue
             g = _D2_GPU.match(line)
             if g:
@@ -260,6 +279,9 @@ def read(lines: List[str]) -> Tuple[List[Fact], List[str]]:
             if _PKG_NAMES.match(r.show_name) and re.match(r"^\d", v):
                 r.add(F.PACKAGE, "%s|%s|pip||" % (r.show_name, v.split()[0]), n, "pip show", raw)
             r.show_name = ""
+            continue
+        y = _YOLO_ROW.match(line)
+        if y and _yolo_row(r, y.group(1), y.group(2), n, raw):
             continue
         d2 = _D2.match(line)
         if d2:
@@ -301,18 +323,6 @@ def read(lines: List[str]) -> Tuple[List[Fact], List[str]]:
         if "CUDA:" in line and "MiB)" in line:  # yolo's further GPUs on their own lines
             for g in _YOLO_GPU.finditer(line):
                 r.add(F.GPU, "%s|%s" % (g.group(1), g.group(2).strip()), n, "ultralytics", raw)
-            continue
-        y = _YOLO_ROW.match(line)
-        if y:
-            key, value = y.group(1), y.group(2)
-            if key == "CUDA" and re.match(r"^\d+\.\d+$", value):
-                r.add(F.TORCH_CUDA, value, n, "yolo checks", raw)  # torch.version.cuda, printed when CUDA is available
-            elif key == "Python" and re.match(r"^\d+\.\d+", value):
-                r.add(F.PYTHON_VERSION, value.split()[0], n, "yolo checks", raw)
-            elif key == "OS":
-                p = _platform_of(value)
-                if p:
-                    r.add(F.PLATFORM, p, n, "yolo checks", raw)
             continue
         y = _YOLO_PKG.match(line)
         if y and ("\u2705" in line or "\u274c" in line):

@@ -51,7 +51,7 @@ def facts_section(out: Out, d: Diagnosis, origin: str) -> None:
         if key in seen:
             continue
         seen.add(key)
-        out.add("  line %-5d %-22s %s  (%s)" % (f.line, _LABEL.get(f.name, f.name), _fact_value(f.name, f.value), f.source))
+        out.add("  line %-5d %-26s %s  (%s)" % (f.line, _LABEL.get(f.name, f.name), _fact_value(f.name, f.value), f.source))
         shown += 1
         if shown >= 60:
             out.add("  ... (%d facts in all)" % len(r.facts))
@@ -59,7 +59,7 @@ def facts_section(out: Out, d: Diagnosis, origin: str) -> None:
     if not r.facts:
         out.add("  no facts")
     for s in r.symptoms[:10]:
-        out.add("  line %-5d error text             %s" % (s.line, s.text[:160]))
+        out.add("  line %-5d %-26s %s" % (s.line, "error text", s.text[:160]))
     if r.notes:
         out.section("Notes")
         for n in r.notes:

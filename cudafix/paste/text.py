@@ -23,7 +23,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _TAGS = re.compile(r"</?(details|summary|pre|code|br|p)\b[^>]*>", re.I)
 _QUOTE = re.compile(r"^(?:\s{0,3}>)+ ?")
-_FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$|```[\w+-]*")
+_FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")  # a fence line, with its language tag
 
 
 def decode(data: Union[bytes, str]) -> Tuple[str, List[str]]:
@@ -63,11 +63,13 @@ def lines_of(data: Union[bytes, str]) -> Tuple[List[str], List[str]]:
         line = _CONTROL.sub("", line)
         if "<" in line:
             line = _TAGS.sub("", line)
+        if "\uff1a" in line:
+            line = line.replace("\uff1a", ":")  # a full-width colon (CJK input methods)
         if line.lstrip().startswith(">"):
             line = _QUOTE.sub("", line)
         if "```" in line or line.lstrip().startswith("~~~"):
             # a Markdown fence, alone on its line or glued to the text it opens or closes
-            line = _FENCE.sub("", line)
+            line = _FENCE.sub("", line).replace("```", "")
         out.append(line)
     if cut:
         notes.append("%d line%s longer than %d characters %s cut" % (cut, "" if cut == 1 else "s", MAX_LINE, "was" if cut == 1 else "were"))
