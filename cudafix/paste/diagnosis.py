@@ -109,7 +109,7 @@ def fact_lines(report: Report, needs: Tuple[str, ...]) -> List[int]:
                    if (f.name + ":" + f.value.split("|")[0] if f.name == F.PACKAGE else f.name) in names})
 
 
-def _symptom_findings(report: Report, runs: List[RuleRun]) -> Tuple[List[Finding], Dict[int, List[str]]]:
+def _symptom_findings(report: Report, runs: List[RuleRun], snap: Snapshot) -> Tuple[List[Finding], Dict[int, List[str]]]:
     """Findings for error texts whose rules the facts could not decide; and, for rules that did
     find the problem, the lines of their symptoms (added to their evidence)."""
     by_id = {r.rule.id: r for r in runs}
@@ -129,7 +129,9 @@ def _symptom_findings(report: Report, runs: List[RuleRun]) -> Tuple[List[Finding
                 continue
             done.add((r.rule.id, s.line))
             if open_:
-                why = "; ".join(o.message for o in r.outcomes if o.verdict == UNKNOWN)[:200] or "its facts are not in the report"
+                missing = [n for n in r.rule.needs if n in snap.probe_errors]
+                why = ("the report does not show: %s" % ", ".join(missing) if missing else
+                       "; ".join(o.message for o in r.outcomes if o.verdict == UNKNOWN)[:200] or "its facts are not in the report")
                 out.append(Finding(
                     rule=r.rule.id, severity=WARNING, scope=r.rule.scope, subject="report line %d" % s.line,
                     message="the error at line %d is a symptom of: %s" % (s.line, r.rule.title),
@@ -190,7 +192,7 @@ def analyse(report: Report, rule_set: Optional[Tuple[Any, ...]] = None) -> Diagn
 
     snap = snapshot(report)
     runs = _partial_lists(rules.run(snap, rule_set))
-    extra, confirm = _symptom_findings(report, runs)
+    extra, confirm = _symptom_findings(report, runs, snap)
     plan, plan_error = plan_or_error(snap, _for_plan(runs))
     findings: List[Finding] = []
     certainty: Dict[str, str] = {}

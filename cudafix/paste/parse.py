@@ -318,7 +318,7 @@ def read(lines: List[str]) -> Tuple[List[Fact], List[str]]:
             if v:
                 r.add(F.NVCC, v.group(1), n, "nvcc --version", raw)
                 continue
-        if "torch" in line and ("CUDA:" in line or "CPU" in line) and _yolo(r, line, n):
+        if "torch" in line and ("CUDA:" in line or "CPU" in line or "Python-" in line) and _yolo(r, line, n):
             continue
         if "CUDA:" in line and "MiB)" in line:  # yolo's further GPUs on their own lines
             for g in _YOLO_GPU.finditer(line):

@@ -94,7 +94,6 @@ def render(d: Diagnosis, origin: str, color: bool = False, width: Optional[int] 
     """`status --from-report` (``machine``: with the Driver, GPUs and PyTorch sections) and
     `check --from-report`."""
     from cudafix.render.machine import driver_section, gpus_section, torch_section
-    from cudafix.render.report import plan_section
 
     out = Out(color)
     facts_section(out, d, origin)
@@ -103,18 +102,28 @@ def render(d: Diagnosis, origin: str, color: bool = False, width: Optional[int] 
         gpus_section(out, d.snapshot)
         torch_section(out, d.snapshot)
     findings_part(out, d)
-    plan_section(out, d.plan, d.plan_error)
+    _plan(out, d)
     return fit_text(out.text(), width) if width else out.text()
+
+
+def _plan(out: Out, d: Diagnosis) -> None:
+    """The planner's plan; "nothing to do" from a report only means its facts decide nothing."""
+    from cudafix.render.report import plan_section
+
+    if d.plan is not None and d.plan.nothing_to_do:
+        out.section("Plan (cudafix fix)")
+        out.add("  nothing that the report's facts decide%s; %s" % (
+            " (the likely causes above included)" if any(v == LIKELY for v in d.certainty.values()) else "", NEEDS_ENV))
+        return
+    plan_section(out, d.plan, d.plan_error)
 
 
 def plan_only(d: Diagnosis, origin: str, color: bool = False, width: Optional[int] = None) -> str:
     """`fix --from-report`: the plan, and what it cannot know."""
-    from cudafix.render.report import plan_section
-
     out = Out(color)
     out.add(out.style("cudafix: the plan for a pasted report, %s" % origin, "bold"))
     out.add("  for that env, not this one; %s before running it" % NEEDS_ENV)
-    plan_section(out, d.plan, d.plan_error)
+    _plan(out, d)
     return fit_text(out.text(), width) if width else out.text()
 
 
