@@ -201,9 +201,14 @@ def analyse(report: Report, rule_set: Optional[Tuple[Any, ...]] = None) -> Diagn
         lines = fact_lines(report, r.rule.needs)
         for f in r.findings():
             ev = f.evidence + more + (("from report line%s %s" % ("" if len(lines) == 1 else "s", ", ".join(map(str, lines))),) if lines else ())
+            unsure = _unsure(f)
+            if unsure and f.severity == "error":
+                # an error only where the env confirms it: from the text it is a likely cause
+                f = dataclasses.replace(f, severity=WARNING)
+                ev = ev + ("an error if the facts the report lacks confirm it: %s" % NEEDS_ENV,)
             findings.append(dataclasses.replace(f, evidence=ev))
             if certainty.get(f.rule) != LIKELY:
-                certainty[f.rule] = LIKELY if _unsure(f) else CERTAIN
+                certainty[f.rule] = LIKELY if unsure else CERTAIN
     for f in extra:
         findings.append(f)
         certainty.setdefault(f.rule, LIKELY)
