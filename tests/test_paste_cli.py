@@ -85,3 +85,13 @@ def test_snapshot_from_report_round_trips(tmp_path) -> None:
     assert r.returncode == 0, r.stderr
     again = run_dev_cudafix("check", "--from", str(out))
     assert again.returncode == 1 and "driver-too-old" in again.stdout
+
+
+def test_a_huge_file_is_read_in_bounded_memory(tmp_path, monkeypatch) -> None:
+    from cudafix.cli import pasted
+
+    monkeypatch.setattr(pasted, "MAX_BYTES", 1000)
+    path = tmp_path / "huge.log"
+    path.write_bytes(b"Nvidia driver version: 410.48\n" + b"x" * 5000 + b"\nPyTorch version: 1.3.1\n")
+    data = pasted.read_bytes(str(path))
+    assert len(data) <= 1001 and data.startswith(b"Nvidia driver version: 410.48") and data.endswith(b"PyTorch version: 1.3.1\n")

@@ -231,3 +231,15 @@ def test_symptom_confirms_a_certain_finding_and_names_others_as_likely() -> None
 @pytest.mark.parametrize("data", [b"\xff\xfeP\x00y\x00T\x00o\x00r\x00c\x00h\x00", "\ufeffPyTorch version: 2.0.1\n".encode("utf-8")])
 def test_bytes_utf16_and_bom(data: bytes) -> None:
     diagnosis.read(data)  # no exception
+
+
+def test_conda_owner_from_the_paste_installs_into_the_active_env() -> None:
+    # synthetic: a conda pytorch (pytorch channel, cuda12.1 build) on driver 470 (CUDA 11.4)
+    d = diagnosis.read("PyTorch version: 2.1.0\nCUDA used to build PyTorch: 12.1\nPython version: 3.10.12\n"
+                       "GPU models and configuration: GPU 0: NVIDIA GeForce RTX 3090\nNvidia driver version: 470.82.01\n"
+                       "[conda] pytorch                   2.1.0           py3.10_cuda12.1_cudnn8.9.2_0    pytorch\n")
+    assert d.certainty["driver-too-old"] == diagnosis.CERTAIN
+    assert d.plan.owner == "conda"
+    argv = d.plan.steps[0].argv
+    assert argv[:2] == ("conda", "install") and "-p" not in argv  # the paste names no prefix: the activated env
+    assert any(a.startswith("pytorch==") for a in argv)

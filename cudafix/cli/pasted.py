@@ -20,12 +20,26 @@ _EXCLUSIVE = (("from_file", "--from"), ("example", "--example"), ("python", "--p
               ("assume_driver", "--assume-driver"), ("assume_gpu", "--assume-gpu"))
 
 
+# More than this is read as its first and last halves (cudafix.paste.text reads 16 Mi characters
+# of it anyway and notes the middle it skipped): a 1 GB log must not fill the memory.
+MAX_BYTES = 64 * 1024 * 1024
+
+
 def read_bytes(path: str) -> bytes:
-    if path == "-":
-        return sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8", "replace")
     try:
+        if path == "-":
+            stream = getattr(sys.stdin, "buffer", None)
+            if stream is None:
+                return sys.stdin.read(MAX_BYTES).encode("utf-8", "replace")
+            return stream.read(MAX_BYTES)
         with open(path, "rb") as fh:
-            return fh.read()
+            head = fh.read(MAX_BYTES)
+            if len(head) < MAX_BYTES:
+                return head
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(MAX_BYTES, size - MAX_BYTES // 2))
+            return head[: MAX_BYTES // 2] + b"\n" + fh.read(MAX_BYTES // 2)
     except OSError as exc:
         raise BadInput("--from-report %s: %s" % (path, exc.strerror or exc)) from None
 
@@ -66,8 +80,8 @@ def run_status(as_json: bool, opts: Dict[str, Any]) -> None:
 
 
 def run_check(strict: bool, as_json: bool, opts: Dict[str, Any]) -> "NoReturn":
-    """Exit 1 on an error finding (certain or likely); with --strict on warnings and on what
-    needs the env too."""
+    """Exit 1 on an error finding (only a certain one is an error: a likely cause is a warning);
+    with --strict on warnings and on what needs the env too."""
     from cudafix.paste import show
     from cudafix.render.report import WIDTH
 

@@ -76,7 +76,7 @@ def findings_part(out: Out, d: Diagnosis) -> None:
     if not certain:
         out.add("  none: no rule found a problem from the facts the report states")
     if likely:
-        out.section("Likely, from the error text (%s)" % NEEDS_ENV)
+        out.section("Likely: an error text points at it, or facts the report lacks decide it (%s)" % NEEDS_ENV)
         for f in likely:
             out.lines.extend(finding_lines(out, f))
     out.section("Needs the env (%d rule%s): %s" % (len(d.undecided), "" if len(d.undecided) == 1 else "s", NEEDS_ENV))
