@@ -24,10 +24,10 @@ from cudafix.model.snapshot import Snapshot
 from cudafix.model import versions
 from cudafix.paste import facts as F
 from cudafix.paste.build import NEEDS_ENV
-from cudafix.paste.facts import Fact, Report
+from cudafix.paste.facts import Report
 
 CERTAIN = "certain from the report"
-LIKELY = "likely, from the error text"
+LIKELY = "likely, not certain from the report"
 # the facts each rule need is decided by (cudafix.model.findings.Rule.needs -> fact names)
 NEED_FACTS = {
     "torch": (F.TORCH_VERSION, F.TORCH_CUDA, F.PACKAGE + ":torch", F.PACKAGE + ":pytorch"),

@@ -24,7 +24,7 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Dict, List, Optional, Tuple
+    from typing import List, Optional, Tuple
 
 from cudafix.paste import facts as F
 from cudafix.paste.facts import Fact
