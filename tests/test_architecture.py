@@ -34,8 +34,11 @@ ALLOWED: Dict[str, Set[str]] = {
     # the import-torch path only
     "hook": {"model", "knowledge", "probes", "rules", "plans", "render", "store"},
     "verify": {"model", "knowledge", "probes", "rules", "store"},
+    # what users paste (collect_env, nvidia-smi, pip/conda lists, errors) -> a partial snapshot, the
+    # same rules and planner, rendered with render's toolkit
+    "paste": {"model", "knowledge", "rules", "plans", "render"},
     "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook", "fleet",
-            "activation", "warm"},
+            "activation", "warm", "paste"},
     "fleet": {"model", "knowledge", "rules", "probes", "render"},  # render: the text toolkit's escaping
     "plugins": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
 }

@@ -260,6 +260,11 @@ def analyse(opts: Dict[str, Any], run_rules: bool = True,
     _validate_assume(None, gpus, opts.get("assume_gpu") and "--assume-gpu" or "$CUDAFIX_ASSUME_GPU")
     if opts.get("python"):
         _check_python(opts["python"])
+    if opts.get("from_report"):  # `snapshot --from-report`: the partial snapshot the text states
+        from cudafix.cli import pasted
+
+        d = pasted.diagnosis(dict(opts, only=(), skip=()))
+        return d.snapshot, "from the report %s" % opts["from_report"], (d.runs if run_rules else [])
     snap, origin = load_snapshot(opts.get("from_file"), opts.get("example"), opts.get("python"), meanwhile)
     snap = _apply_assume(snap, driver, gpus)
     if not run_rules:
@@ -286,6 +291,10 @@ def _import_outputs() -> None:
 
 
 def run_status(as_json: bool, verbose: bool, opts: Dict[str, Any]) -> None:
+    if opts.get("from_report"):
+        from cudafix.cli import pasted
+
+        return pasted.run_status(as_json, opts)
     snap, origin, runs = analyse(opts, meanwhile=_import_outputs)
     from cudafix.plans.planner import plan_or_error
     from cudafix.render import report
@@ -299,6 +308,10 @@ def run_status(as_json: bool, verbose: bool, opts: Dict[str, Any]) -> None:
 
 
 def run_check(strict: bool, as_json: bool, opts: Dict[str, Any]) -> NoReturn:
+    if opts.get("from_report"):
+        from cudafix.cli import pasted
+
+        pasted.run_check(strict, as_json, opts)
     snap, _origin, runs = analyse(opts, meanwhile=_import_outputs)
     from cudafix.render import report
 

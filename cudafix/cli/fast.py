@@ -28,6 +28,7 @@ COMMANDS = ("status", "check")
 # option -> (the key click gives the command, repeatable?)
 VALUE_OPTIONS = {
     "--from": ("from_file", False),
+    "--from-report": ("from_report", False),
     "--example": ("example", False),
     "--python": ("python", False),
     "--assume-driver": ("assume_driver", False),

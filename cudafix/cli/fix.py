@@ -61,6 +61,11 @@ def _argv(step: Any) -> List[str]:
 @guarded
 def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
     """Print the one plan that fixes this env's findings; --apply runs it and re-checks."""
+    if opts.get("from_report"):
+        from cudafix.cli import pasted
+
+        pasted.run_fix(apply_, as_json, opts)
+        sys.exit(EXIT_OK)
     from cudafix.plans.planner import make_plan
     from cudafix.render.plan import plan_lines
     from cudafix.render.text import fit_lines, printable

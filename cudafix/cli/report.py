@@ -52,6 +52,8 @@ def source_options(func: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         click.option("--from", "from_file", metavar="FILE",
                      help="Analyse a recorded snapshot (from `cudafix snapshot`; - reads stdin) instead of this machine."),
+        click.option("--from-report", "from_report", metavar="FILE",
+                     help="Diagnose text pasted from another machine (collect_env, nvidia-smi, pip/conda list, errors; - reads stdin)."),
         click.option("--example", "example", metavar="NAME",
                      help="Analyse a snapshot bundled with cudafix, recorded on a real machine (see --example list)."),
         click.option("--python", "python", metavar="PATH",
@@ -137,11 +139,21 @@ def snapshot(output: Optional[str], **opts: Any) -> None:
 @click.command("explain")
 @click.argument("rule", required=False)
 @click.option("--list", "list_", is_flag=True, help="List every rule id with its severity and title.")
+@click.option("--from-report", "from_report", metavar="FILE",
+              help="Explain the rules a pasted report's findings and error texts point at (- reads stdin).")
 @guarded
-def explain(rule: Optional[str], list_: bool) -> None:
+def explain(rule: Optional[str], list_: bool, from_report: Optional[str] = None) -> None:
     """Explain RULE: cause, how it shows up, evidence used, fix, sources."""
     from cudafix import rules
     from cudafix.fleet.checks import FLEET_RULES
+
+    if from_report:
+        if rule or list_:
+            raise BadInput("explain --from-report takes no RULE and no --list")
+        from cudafix.cli import pasted
+
+        pasted.run_explain(from_report)
+        return
 
     if list_ or not rule:
         emit(report.render_rule_list(tuple(rules.REGISTRY) + FLEET_RULES, color=use_color()))

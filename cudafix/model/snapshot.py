@@ -25,6 +25,7 @@ from cudafix.model.record import asdict as record_asdict
 from cudafix.model.record import record
 
 SCHEMA = "cudafix.snapshot/1"
+REPORT_SOURCE = "pasted report"  # Snapshot.source of one built from a pasted report (cudafix/paste/build.py)
 
 
 def _field_dict() -> Dict[str, str]:

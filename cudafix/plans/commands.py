@@ -23,7 +23,7 @@ from cudafix.knowledge import version_tuple
 from cudafix.knowledge import torch_builds as tb
 from cudafix.model.fixes import PREPEND_PATH, REMOVE_PATH, SET, UNSET
 from cudafix.model.record import record
-from cudafix.model.snapshot import Snapshot
+from cudafix.model.snapshot import REPORT_SOURCE, Snapshot
 
 INSTALL = "install"
 UNINSTALL = "uninstall"
@@ -67,8 +67,8 @@ def installed_companions(snap: Snapshot) -> List[Tuple[str, str]]:
 
 def owner_of(snap: Snapshot) -> str:
     t = snap.primary_torch
-    if t is not None and t.dist.origin == "conda" and snap.python.conda_prefix:
-        return "conda"
+    if t is not None and t.dist.origin == "conda" and (snap.python.conda_prefix or snap.source == REPORT_SOURCE):
+        return "conda"  # a pasted report names conda's records but not the prefix: the active env's conda
     return "pip"
 
 
@@ -146,6 +146,7 @@ def pip_steps(snap: Snapshot, torch_v: str, variant: str, comps: Dict[str, str],
 
 def conda_steps(snap: Snapshot, torch_v: str, variant: str, comps: Dict[str, str]) -> Tuple[List[Step], List[str]]:
     prefix = snap.python.conda_prefix or ""
+    where = ("-p", prefix) if prefix else ()  # no prefix (a pasted report): the activated env
     rel = tb.release(torch_v)
     t = snap.primary_torch
     channel = (t.dist.conda_channel or "") if t else ""
@@ -160,13 +161,13 @@ def conda_steps(snap: Snapshot, torch_v: str, variant: str, comps: Dict[str, str
         else:
             specs += ["%s=%s" % (cv.package, cv.cuda)]
             chans = list(cv.channels)
-        argv = ("conda", "install", "-p", prefix) + tuple(specs) + tuple(x for c in chans for x in ("-c", c))
+        argv = ("conda", "install") + where + tuple(specs) + tuple(x for c in chans for x in ("-c", c))
     else:
         # conda-forge: the CUDA build is chosen by the build string and the cuda-version pin.
         specs[0] = "pytorch=%s=%s*" % (torch_v, "cuda" if cuda else "cpu")
         if cuda:
             specs.append("cuda-version=%s" % cuda)
-        argv = ("conda", "install", "-p", prefix, "-c", "conda-forge") + tuple(specs)
+        argv = ("conda", "install") + where + ("-c", "conda-forge") + tuple(specs)
         notes.append("conda-forge builds its own pytorch: which versions and CUDA builds it has, and their arch "
                      "lists, are not in cudafix's table (unconfirmed); conda refuses the command if the build does not exist")
     return [Step(INSTALL, quote_argv(argv), argv, why="install " + ", ".join(specs))], notes
