@@ -45,6 +45,14 @@ def _refusal(plan: Any, snap: Any, opts: dict) -> Optional[str]:
     return None
 
 
+def _left_to_you(plan: Any) -> List[Any]:
+    """(step number, text) of each printed command step --apply does not run (no argv; shell
+    lines are for the user's shell by nature and are printed as such)."""
+    from cudafix.plans.planner import SHELL
+
+    return [(n, s.text) for n, s in enumerate(plan.steps, 1) if not s.argv and s.kind != SHELL]
+
+
 def _argv(step: Any) -> List[str]:
     argv = list(step.argv)
     if argv and argv[0] == "conda":
@@ -86,8 +94,11 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         click.echo("cudafix: fix: refused: %s" % printable(why), err=True)
         sys.exit(EXIT_REFUSED)
     steps = plan.runnable
+    yours = _left_to_you(plan)
+    if yours:  # printed under "run" but not cudafix's to run (sudo, rm -rf, `cudafix warm`): said, never dropped
+        emit("".join("not run by --apply (run it yourself): step %d: %s\n" % (n, printable(t)) for n, t in yours), err=as_json)
     if not steps:
-        emit("nothing to run%s\n" % ("" if plan.nothing_to_do else ": the plan has only shell lines or advice (above)"), err=as_json)
+        emit("nothing for --apply to run: the plan has only shell lines or steps for you (above)\n", err=as_json)
         sys.exit(EXIT_OK)
     if not yes and not click.confirm("Run %d command%s in %s?" % (len(steps), "" if len(steps) == 1 else "s", snap.python.prefix or "the env"),
                                      default=False, err=as_json):
