@@ -81,7 +81,15 @@ def render(out, snap: Snapshot, runs: Sequence[RuleRun], verbose: bool) -> None:
         label = ("%s %s" % (key, version)).strip()
         verdict = out.style(worst, worst if worst != "ok" else "ok") + (" (%s)" % ", ".join(ids) if ids else "")
         if not verbose:
-            out.add("  %s  %d file%s  %s  %s  %s" % (label, len(mods), "" if len(mods) == 1 else "s", _archs(mods), _runtime(mods), verdict))
+            from cudafix.render.text import wrap_atoms
+
+            # broken only between entries: an arch, a runtime ("CUDA 13", "static runtime"), the verdict
+            first = "  %s  %d file%s  " % (label, len(mods), "" if len(mods) == 1 else "s")
+            runtime = _runtime(mods).split(", ")
+            atoms = _archs(mods).split(" ") + [r + "," for r in runtime[:-1]] + [runtime[-1], verdict]
+            atoms[len(atoms) - len(runtime) - 1] = " " + atoms[len(atoms) - len(runtime) - 1]  # two spaces between columns
+            atoms[-1] = " " + atoms[-1]
+            out.lines.extend(wrap_atoms(first, atoms, len(label) + 4))
             continue
         out.add("  %s  %s" % (label, mods[0].owner_via or mods[0].location))
         for m in mods:
