@@ -360,8 +360,7 @@ def run_check(strict: bool, as_json: bool, opts: Dict[str, Any]) -> NoReturn:
     from cudafix.render import report
 
     c = report.counts(report.sorted_findings(runs))
-    # --strict: what could not be checked is not a pass (nor is an env without torch to check)
-    undecided = bool(report.unknowns(runs)) or (not snap.torch and "torch" not in snap.probe_errors)
+    undecided = bool(report.unknowns(runs))  # --strict: what could not be checked is not a pass
     from cudafix.model.findings import ERROR, WARNING
 
     code = EXIT_FINDINGS if c[ERROR] or (strict and (c[WARNING] or undecided)) else EXIT_OK

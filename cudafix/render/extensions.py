@@ -6,7 +6,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Sequence, Tuple
+    from typing import Dict, List, Optional, Sequence, Tuple
 
 from cudafix.model.findings import ERROR, UNKNOWN, WARNING, RuleRun
 from cudafix.model.snapshot import ExtensionModule, Snapshot
@@ -60,8 +60,9 @@ def _runtime(mods: Sequence[ExtensionModule]) -> str:
     return ", ".join(kinds) or "-"
 
 
-def render(out, snap: Snapshot, runs: Sequence[RuleRun], verbose: bool) -> None:
-    """Append the section to ``out`` (cudafix.render.text.Out)."""
+def render(out, snap: Snapshot, runs: Sequence[RuleRun], verbose: bool, width: Optional[int] = None) -> None:
+    """Append the section to ``out`` (cudafix.render.text.Out); ``width``: wrap a package's line
+    there, between its entries (None: one line each)."""
     info = snap.extensions
     if not info.scanned:
         return
@@ -89,7 +90,7 @@ def render(out, snap: Snapshot, runs: Sequence[RuleRun], verbose: bool) -> None:
             atoms = _archs(mods).split(" ") + [r + "," for r in runtime[:-1]] + [runtime[-1], verdict]
             atoms[len(atoms) - len(runtime) - 1] = " " + atoms[len(atoms) - len(runtime) - 1]  # two spaces between columns
             atoms[-1] = " " + atoms[-1]
-            out.lines.extend(wrap_atoms(first, atoms, len(label) + 4))
+            out.lines.extend(wrap_atoms(first, atoms, len(label) + 4, width) if width else [first + " ".join(atoms)])
             continue
         out.add("  %s  %s" % (label, mods[0].owner_via or mods[0].location))
         for m in mods:

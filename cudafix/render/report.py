@@ -40,6 +40,8 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
 
     out = Out(color)
     first_screen(out, snap, runs, plan, plan_error, fix_command, width)
+    if runs and not verbose and (sorted_findings(runs) or unknowns(runs)):
+        out.add(out.style("  more: cudafix status -v (evidence), cudafix explain RULE (cause, fix)", "dim"))
     if plan_error or (plan is not None and not (plan.nothing_to_do and not plan.automatic)):
         plan_section(out, plan, plan_error)
     out.add()
@@ -47,15 +49,12 @@ def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed
     driver_section(out, snap, verbose)
     gpus_section(out, snap, verbose)
     torch_section(out, snap)
-    _extensions.render(out, snap, runs, verbose)
+    _extensions.render(out, snap, runs, verbose, width)
     toolkits_section(out, snap)
     libraries_section(out, snap, verbose)
     environment_section(out, snap, verbose)
     if verbose:
         findings_section(out, runs, plan, title="Evidence")
-    elif runs:
-        out.add()
-        out.add(out.style("more: cudafix status -v (evidence), cudafix explain RULE (cause, fix)", "dim"))
     return fit_text(out.text(), width) if width else out.text()
 
 

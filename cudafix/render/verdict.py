@@ -81,7 +81,7 @@ def verdict_lines(snap: Optional[Snapshot], runs: Sequence[RuleRun], plan: Any =
         subject = " [%s]" % f.subject if f.subject and not f.message.startswith(f.subject) else ""
         first = "%s %s the first: %s%s: %s." % (plural(len(probs), "problem"), DASH, f.rule, subject, _headline(f.message))
     elif unk:
-        first = "no problems found, but %s could not decide (below)" % plural(len(unk), "check")
+        first = "no problem among the checks that could decide; %s could not (below)" % plural(len(unk), "check")
     elif not runs:
         first = "nothing checked: no rules were run"
     else:
