@@ -53,6 +53,22 @@ def _left_to_you(plan: Any) -> List[Any]:
     return [(n, s.text) for n, s in enumerate(plan.steps, 1) if not s.argv and s.kind != SHELL]
 
 
+def _answer(snap: Any, runs: Sequence[RuleRun], plan: Any) -> List[str]:
+    """Where the plan has nothing to do, why: "healthy" only where it was earned (a torch to
+    check, every rule decided), as the verdict of `status` (cudafix/render/verdict.py) says it."""
+    if not plan.nothing_to_do:
+        return []
+    from cudafix.render.findings import unknowns
+    from cudafix.render.verdict import no_torch
+
+    if no_torch(snap):
+        return ["  nothing to fix: no torch in %s (cudafix fixes the CUDA stack under PyTorch)" % (snap.python.executable or "this env")]
+    undecided = unknowns(runs)
+    if undecided:
+        return ["  no problem to fix among the checks that could decide; %d could not (cudafix check)" % len(undecided)]
+    return ["  healthy"]
+
+
 def _argv(step: Any) -> List[str]:
     argv = list(step.argv)
     if argv and argv[0] == "conda":
@@ -83,7 +99,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
             head += " — what-if: " + ", ".join(sorted(snap.assumed))
         # every snapshot string written out (render/text.py printable): a recorded snapshot's path
         # or version cannot move the cursor or forge a line of the plan
-        emit("\n".join(fit_lines([printable(ln) for ln in [head] + plan_lines(plan)])) + "\n")
+        emit("\n".join(fit_lines([printable(ln) for ln in [head] + _answer(snap, runs, plan) + plan_lines(plan)])) + "\n")
     if not apply_:
         sys.exit(EXIT_OK)
     if plan.nothing_to_do:  # before any refusal: nothing to run is done, whatever the snapshot
