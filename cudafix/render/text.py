@@ -210,7 +210,7 @@ _COMMAND_LINE = lazy_re(r"^\s*(?:\d+\.\s+|\[\d+/\d+\]\s+)?\$ ")
 
 # Where fit_lines may break: a run of spaces, except one space between a name and the version
 # that follows it ("nvidia-nccl-cu12 2.27.3", "CUDA 13.0", "torch 2.4.1": one entry of a list).
-_BREAK = lazy_re(r"( {2,}|(?<=[,;:]) | (?!\d[\w.+-]*[),;:]?(?= |$)))")
+_BREAK = lazy_re(r"( {2,}|(?<=[,;:]) | (?!\d[\w.+-]*[),;:]?(?= |$|\x1b)))")
 
 
 def fit_lines(lines: Iterable[str], width: int = WIDTH, hang: Optional[int] = None) -> List[str]:
