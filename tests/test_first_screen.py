@@ -51,7 +51,7 @@ def test_yolov9_what_if_says_the_verdict_and_the_fix_first(yolov9_file):
     head = out.splitlines()[:6]
     text = " ".join(" ".join(head).split())
     assert re.match(r"\d+ problems \u2014 the first: arch-unsupported: GPU0 %s \(sm_80\) has no compatible kernels" % A100, text), head
-    assert "Fix: cudafix fix for this snapshot (1 step):" in text
+    assert "Fix (1 step):" in text and any(ln.startswith("  $ cudafix fix --from ") for ln in head)
     cmd = next(ln.strip()[2:] for ln in head if ln.strip().startswith("$ cudafix fix"))
     assert "what-if: assumed driver=530.30.02; gpus=%s" % A100 in text
     # the line pastes: the same plan, whose step 1 installs the torch that runs on sm_80

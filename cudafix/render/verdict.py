@@ -78,7 +78,7 @@ def verdict_lines(snap: Optional[Snapshot], runs: Sequence[RuleRun], plan: Any =
             first += "; %s" % plural(len(probs), "problem")
     elif probs:
         f = probs[0]
-        subject = " [%s]" % f.subject if f.subject and not f.message.startswith(f.subject) else ""
+        subject = " [%s]" % f.subject if f.subject and f.subject not in f.message else ""
         first = "%s %s the first: %s%s: %s." % (plural(len(probs), "problem"), DASH, f.rule, subject, _headline(f.message))
     elif unk:
         first = "no problem among the checks that could decide; %s could not (below)" % plural(len(unk), "check")
@@ -92,8 +92,8 @@ def verdict_lines(snap: Optional[Snapshot], runs: Sequence[RuleRun], plan: Any =
         elif plan.blockers:
             first += " Fix: %s first, then %s" % (plan.blockers[0], fix_command)
         elif plan.steps:
-            first += " Fix: cudafix fix%s (%s)%s" % ("" if fix_command == "cudafix fix" else " for this snapshot",
-                                                     _steps_text(plan), "" if fix_command == "cudafix fix" else ":")
+            # the bare command, or (for --python, --from, --assume-*) the exact line on the next one
+            first += (" Fix: cudafix fix (%s)" if fix_command == "cudafix fix" else " Fix (%s):") % _steps_text(plan)
         else:
             first += " Fix: no step cudafix can name (Plan, below)"
     lines.append(first)
@@ -115,7 +115,7 @@ def _one_line(text: str, width: int) -> str:
     if visible_len(text) <= width:
         return text
     cut = text[:width - 1]
-    if " " in cut[width // 2:]:
+    if " " in cut[width * 3 // 4:]:  # at a word, unless that loses more than a quarter of the line
         cut = cut[:cut.rindex(" ")]
     return cut.rstrip(" ,;:") + "\u2026"
 
@@ -131,7 +131,7 @@ def finding_rows(out: Out, runs: Sequence[RuleRun], plan: Any = None, width: Opt
     rows: List[str] = []
     for f in sorted_findings(runs):
         step = plan.step_for(f.rule, f.subject) if plan is not None else None
-        subject = " [%s]" % f.subject if f.subject and not f.message.startswith(f.subject) else ""
+        subject = " [%s]" % f.subject if f.subject and f.subject not in f.message else ""
         tail = (" \u2192 step %d" % step) if step is not None else (" [auto-fix]" if f.auto else "")
         text = "  %-7s %s%s%s: %s" % (f.severity, f.rule, subject, tail, f.message)
         rows.append(_tagged(out, _one_line(text, width) if width else text, f.severity))
@@ -147,8 +147,11 @@ def finding_rows(out: Out, runs: Sequence[RuleRun], plan: Any = None, width: Opt
         rules_ = list(dict.fromkeys(r for r, _ in ids))
         subjects = [sub for _, sub in ids if sub]
         if len(ids) == 1:
-            who = ids[0][0] + (" [%s]" % ids[0][1] if ids[0][1] and ids[0][1] not in reason else "")
-            text = "  %-7s %s: %s" % (UNKNOWN, who, reason)
+            rule, subject = ids[0]
+            text = "  %-7s %s: %s" % (UNKNOWN, rule, reason)
+            if subject and subject not in reason:  # the reason first: a long file name must not hide it
+                whole = text + " (%s)" % subject
+                text = whole if not width or visible_len(whole) <= width else text + " (-v: which)"
         else:
             who = "%s, %d files" % (rules_[0], len(ids)) if len(rules_) == 1 else plural(len(ids), "check")
             text = "  %-7s %s: %s (%s)" % (UNKNOWN, who, reason, ", ".join(subjects if len(rules_) == 1 else rules_))
