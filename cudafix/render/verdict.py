@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 from cudafix.model.findings import ERROR, INFO, UNKNOWN, WARNING, Finding, RuleRun
 from cudafix.model.snapshot import Snapshot
-from cudafix.render.findings import sorted_findings, unknowns
+from cudafix.render.findings import sorted_findings, summary_line, unknowns
 from cudafix.render.text import DASH, WIDTH, Out, plural, visible_len
 
 
@@ -56,11 +56,6 @@ def _headline(message: str) -> str:
     return head if len(head) >= 24 else message
 
 
-def _steps_text(plan: Any) -> str:
-    n = len(plan.steps)
-    return plural(n, "step")
-
-
 def verdict_lines(snap: Optional[Snapshot], runs: Sequence[RuleRun], plan: Any = None, plan_error: Optional[str] = None,
                   fix_command: str = "cudafix fix") -> List[str]:
     """Line 1 is the answer; the lines after it say what the answer rests on (what-if, no driver)."""
@@ -93,7 +88,7 @@ def verdict_lines(snap: Optional[Snapshot], runs: Sequence[RuleRun], plan: Any =
             first += " Fix: %s first, then %s" % (plan.blockers[0], fix_command)
         elif plan.steps:
             # the bare command, or (for --python, --from, --assume-*) the exact line on the next one
-            first += (" Fix: cudafix fix (%s)" if fix_command == "cudafix fix" else " Fix (%s):") % _steps_text(plan)
+            first += (" Fix: cudafix fix (%s)" if fix_command == "cudafix fix" else " Fix (%s):") % plural(len(plan.steps), "step")
         else:
             first += " Fix: no step cudafix can name (Plan, below)"
     lines.append(first)
@@ -161,21 +156,10 @@ def finding_rows(out: Out, runs: Sequence[RuleRun], plan: Any = None, width: Opt
     return rows
 
 
-def counts_title(runs: Sequence[RuleRun]) -> str:
-    """The findings section's title: what was found, what could not be decided, how much was checked."""
-    fs = sorted_findings(runs)
-    n = {ERROR: 0, WARNING: 0, INFO: 0}
-    for f in fs:
-        n[f.severity] = n.get(f.severity, 0) + 1
-    parts = [plural(n[ERROR], "error"), plural(n[WARNING], "warning"), plural(n[INFO], "note")]
-    unk = len(unknowns(runs))
-    return "Findings: %s, %d unknown (%s checked, %d ok)" % (
-        ", ".join(parts), unk, plural(len(runs), "rule"), sum(1 for r in runs if r.verdict == "ok"))
-
-
 def first_screen(out: Out, snap: Optional[Snapshot], runs: Sequence[RuleRun], plan: Any, plan_error: Optional[str],
                  fix_command: str, width: Optional[int]) -> None:
-    """The verdict, the findings one line each, and the plan: what `status` and `check` open with."""
+    """The verdict and the findings, one line each (``width`` None: whole): what `status` and
+    `check` open with; the caller adds the plan after them."""
     from cudafix.render.text import fit_lines
 
     head = verdict_lines(snap, runs, plan, plan_error, fix_command)
@@ -185,7 +169,7 @@ def first_screen(out: Out, snap: Optional[Snapshot], runs: Sequence[RuleRun], pl
     out.lines.extend(head[1:])
     for name in sorted(snap.probe_errors if snap is not None else ()):
         out.add("  " + out.style("probe %s failed: %s" % (name, snap.probe_errors[name]), UNKNOWN))
-    out.section(counts_title(runs))
+    out.section("Findings: " + summary_line(runs))
     rows = finding_rows(out, runs, plan, width)
     if rows:
         out.lines.extend(rows)
