@@ -99,11 +99,11 @@ def test_an_env_without_torch_is_never_healthy(no_torch_python):
 # -- --python must be a Python interpreter ----------------------------------------------------------
 
 
-def _one_line_exit_2(r, what):
+def _one_line_exit_2(r, what, why="not a Python interpreter"):
     assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr)
     assert r.stdout == ""
     err = r.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("cudafix: error: --python %s: not a Python interpreter" % what), r.stderr
+    assert len(err) == 1 and err[0].startswith("cudafix: error: --python %s: %s" % (what, why)), r.stderr
     return err[0]
 
 
@@ -135,7 +135,7 @@ def test_python_at_a_launcher_is_judged_by_its_answer(tmp_path):
     bad = tmp_path / "python"
     bad.write_text('#!/bin/sh\nexec /bin/ls "$@"\n')
     bad.chmod(0o755)
-    _one_line_exit_2(run_dev_cudafix("status", "--python", str(bad), timeout=600), str(bad))
+    _one_line_exit_2(run_dev_cudafix("status", "--python", str(bad), timeout=600), str(bad), "did not answer as a Python interpreter")
 
 
 def test_python_at_a_real_interpreter_passes_the_check():

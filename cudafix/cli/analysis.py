@@ -265,7 +265,7 @@ def load_snapshot(from_file: Optional[str], example: Optional[str], python: Opti
         prefix, origin = sys.prefix, "probed on this machine"
     snap = _probe(python, paths.env_cache_dir(prefix), meanwhile)
     if python and "python" in snap.probe_errors:  # it ran, but did not answer as Python does
-        raise BadInput("--python %s: not a Python interpreter: %s" % (python, snap.probe_errors["python"]))
+        raise BadInput("--python %s: did not answer as a Python interpreter: %s" % (python, snap.probe_errors["python"]))
     return snap, origin
 
 
