@@ -87,9 +87,9 @@ def render(out, snap: Snapshot, runs: Sequence[RuleRun], verbose: bool, width: O
             # broken only between entries: an arch, a runtime ("CUDA 13", "static runtime"), the verdict
             first = "  %s  %d file%s  " % (label, len(mods), "" if len(mods) == 1 else "s")
             runtime = _runtime(mods).split(", ")
-            atoms = _archs(mods).split(" ") + [r + "," for r in runtime[:-1]] + [runtime[-1], verdict]
-            atoms[len(atoms) - len(runtime) - 1] = " " + atoms[len(atoms) - len(runtime) - 1]  # two spaces between columns
-            atoms[-1] = " " + atoms[-1]
+            runtime = [r + "," for r in runtime[:-1]] + runtime[-1:]
+            runtime[0] = " " + runtime[0]  # a leading space: two between columns, as before
+            atoms = _archs(mods).split(" ") + runtime + [" " + verdict]
             out.lines.extend(wrap_atoms(first, atoms, len(label) + 4, width) if width else [first + " ".join(atoms)])
             continue
         out.add("  %s  %s" % (label, mods[0].owner_via or mods[0].location))

@@ -156,6 +156,8 @@ def wrap_list(prefix: str, items: Sequence[str], width: int = 80, sep: str = ", 
     """``prefix`` and the items joined by ``sep``, wrapped to ``width`` only between items (an
     item is never split: "nvidia-cuda-runtime-cu12 12.4.127" stays one line's), continuation
     lines under the first item.  An item longer than the room stays whole on its own line."""
+    if not items:
+        return []
     return wrap_atoms(prefix, [it + sep for it in items[:-1]] + list(items[-1:]), len(prefix), width, joiner="")
 
 
