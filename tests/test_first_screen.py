@@ -83,7 +83,7 @@ def test_this_machine_without_a_driver_says_so_first(no_torch_python):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "no NVIDIA driver on this machine" in "\n".join(lines[:6])
-    assert " ".join(" ".join(lines[:3]).split()).startswith("no torch in %s" % no_torch_python)
+    assert " ".join(" ".join(lines[:3]).split()).startswith("no torch installed for %s" % no_torch_python)
     assert sum("unknown" in ln for ln in lines) <= 1, [ln for ln in lines if "unknown" in ln]
     assert "healthy" not in r.stdout
 
@@ -93,7 +93,7 @@ def test_an_env_without_torch_is_never_healthy(no_torch_python):
         r = run_dev_cudafix(*args, "--python", str(no_torch_python), env=dict(os.environ, NO_COLOR="1"), timeout=600)
         assert r.returncode == 0, (args, r.stderr)
         assert "healthy" not in r.stdout, (args, r.stdout)
-        assert "no torch in %s" % no_torch_python in " ".join(r.stdout.split()), (args, r.stdout)
+        assert "no torch installed for %s" % no_torch_python in " ".join(r.stdout.split()), (args, r.stdout)
 
 
 # -- --python must be a Python interpreter ----------------------------------------------------------

@@ -62,7 +62,8 @@ def _answer(snap: Any, runs: Sequence[RuleRun], plan: Any) -> List[str]:
     from cudafix.render.verdict import no_torch
 
     if no_torch(snap):
-        return ["  nothing to fix: no torch in %s (cudafix fixes the CUDA stack under PyTorch)" % (snap.python.executable or "this env")]
+        return ["  nothing to fix: no torch installed for %s (cudafix fixes the CUDA stack under PyTorch)" % (
+            snap.python.executable or "this env")]
     undecided = unknowns(runs)
     if undecided:
         return ["  no problem to fix among the checks that could decide; %d could not (cudafix check)" % len(undecided)]

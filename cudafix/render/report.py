@@ -76,7 +76,7 @@ def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Sn
 
     out = Out(color)
     first_screen(out, snap, runs, plan, None, fix_command, None)
-    if plan is not None and plan.steps:
+    if plan is not None and not (plan.nothing_to_do and not plan.automatic):  # as `status` (open findings' advice too)
         plan_section(out, plan, None)
     if strict:
         failed = strict_failures(runs)

@@ -50,6 +50,13 @@ def no_torch(snap: Snapshot) -> bool:
     return not snap.torch and "torch" not in snap.probe_errors
 
 
+def _names(message: str, subject: str) -> bool:
+    """Whether ``message`` names ``subject`` as a word of its own ("GPU" is not named by "GPU0")."""
+    import re
+
+    return re.search(r"(?<![\w.-])%s(?![\w-])" % re.escape(subject), message) is not None
+
+
 def _headline(message: str) -> str:
     """A finding's message up to its first ": " (the rest is the consequence), if that says enough."""
     head = message.split(": ", 1)[0]
@@ -66,15 +73,16 @@ def verdict_lines(snap: Optional[Snapshot], runs: Sequence[RuleRun], plan: Any =
     notes = [f for f in sorted_findings(runs) if f.severity == INFO]
     lines: List[str] = []
     first = ""
-    if snap is not None and no_torch(snap):
-        who = snap.python.executable or "this environment"
-        first = "no torch in %s: no PyTorch CUDA stack to check" % who
-        if probs:
-            first += "; %s" % plural(len(probs), "problem")
-    elif probs:
+    torchless = snap is not None and no_torch(snap)
+    if torchless:
+        first = "no torch installed for %s: no PyTorch CUDA stack to check" % (snap.python.executable or "this environment")
+    if probs:
         f = probs[0]
-        subject = " [%s]" % f.subject if f.subject and f.subject not in f.message else ""
-        first = "%s %s the first: %s%s: %s." % (plural(len(probs), "problem"), DASH, f.rule, subject, _headline(f.message))
+        subject = " [%s]" % f.subject if f.subject and not _names(f.message, f.subject) else ""
+        first += "%s%s %s the first: %s%s: %s." % ("; " if torchless else "", plural(len(probs), "problem"), DASH, f.rule,
+                                                     subject, _headline(f.message))
+    elif torchless:
+        pass
     elif unk:
         first = "no problem among the checks that could decide; %s could not (below)" % plural(len(unk), "check")
     elif not runs:
@@ -126,7 +134,8 @@ def finding_rows(out: Out, runs: Sequence[RuleRun], plan: Any = None, width: Opt
     rows: List[str] = []
     for f in sorted_findings(runs):
         step = plan.step_for(f.rule, f.subject) if plan is not None else None
-        subject = " [%s]" % f.subject if f.subject and f.subject not in f.message else ""
+        # on the first screen a subject the message names is not said twice; whole (`check`): always
+        subject = " [%s]" % f.subject if f.subject and not (width and _names(f.message, f.subject)) else ""
         tail = (" \u2192 step %d" % step) if step is not None else (" [auto-fix]" if f.auto else "")
         text = "  %-7s %s%s%s: %s" % (f.severity, f.rule, subject, tail, f.message)
         rows.append(_tagged(out, _one_line(text, width) if width else text, f.severity))
@@ -137,6 +146,9 @@ def finding_rows(out: Out, runs: Sequence[RuleRun], plan: Any = None, width: Opt
         if u["subject"] and reason.startswith(u["subject"]):
             reason = reason[len(u["subject"]):].lstrip(" :") or reason
         groups.setdefault(reason, []).append((u["rule"], u["subject"]))
+    if not width:  # whole (`check`, a CI log): one line per unknown, as grep finds it
+        return rows + [_tagged(out, "  %-7s %s%s: %s" % (UNKNOWN, u["rule"], " [%s]" % u["subject"] if u["subject"] else "",
+                                                       u["message"]), UNKNOWN) for u in unknowns(runs)]
     for reason, ids in groups.items():
         # one line per reason: the reason first, then which checks it left undecided
         rules_ = list(dict.fromkeys(r for r, _ in ids))
