@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import REPO, require, snapshot_files
 
-BASE = "8d9a9f7852e781185c4d2ef07e3d342403aae6bb"  # issue 35 changed the output on purpose (the verdict first): its tree
+BASE = "c56481e3723812b41c11cfaa85bd5d9edc4cfb54"  # issue 35 changed the output on purpose (the verdict first): its tree
 COMMANDS = (["status"], ["status", "--json"], ["check"])
 
 
