@@ -251,7 +251,8 @@ def test_health_check_agrees_with_cudafix_check_for_the_prefix(env_prefix, capsy
 
     cli = cli_check(env_prefix / "bin" / "python")
     assert cli.returncode in (0, 1), cli.stderr
-    summary = cli.stdout.splitlines()[0].split("Findings: ", 1)[1]
+    # issue 35: the verdict is line 1 of `check`; the counts head the findings after it
+    summary = next(ln for ln in cli.stdout.splitlines() if ln.startswith("Findings: ")).split("Findings: ", 1)[1]
     conda_plugin.health_check(str(env_prefix), False)
     out = capsys.readouterr().out
     mark = "\u2705" if cli.returncode == 0 else "\u274c"

@@ -22,6 +22,8 @@ def test_unset_maxsize_records_no_assumed_size(tmp_path):
 
 def test_status_says_unknown_never_a_size():
     s = snap(H200, {"jit_cache.maxsize": None})  # the recording's value came from the old assumption
-    text = render_status(s, rules.run(s))
+    text = render_status(s, rules.run(s), verbose=True)  # issue 35: the hedge in full under -v
     line = [l for l in text.splitlines() if "JIT cache" in l][0]
+    short = [l for l in render_status(s, rules.run(s)).splitlines() if "JIT cache" in l][0]
+    assert "max: driver default (-v: its size)" in short and "MiB" not in short
     assert "size unknown" in line and "256 MiB per older" in line and "1 GiB per NVIDIA's current" in line

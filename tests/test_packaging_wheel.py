@@ -329,3 +329,35 @@ def test_installing_cudafix_does_not_touch_the_envs_torch(tmp_path, dist, torch_
     freeze = run([py, "-m", "pip", "list", "--format=json"], env=env).stdout
     versions = {d["name"].lower(): d["version"] for d in json.loads(freeze)}
     assert versions["torch"] == before["version"] and versions["cudafix"] == source_version()
+
+
+def _hooks(py, env, *args):
+    return subprocess.run([str(py), "-m", "cudafix", "hooks", *args], capture_output=True, text=True, env=env,
+                          timeout=300, cwd="/")
+
+
+def test_hooks_install_after_uninstall_in_a_pip_install(venv, dist):
+    """Issue 35: in a pip install the hook files' source is site-packages itself, so `hooks
+    install` after `hooks uninstall` could not read what uninstall removed, and `hooks status`
+    printed that error instead of what is missing."""
+    prefix, py, env = venv["prefix"], venv["python"], venv["env"]
+    run([py, "-m", "pip", "install", "--no-index", "--no-deps", dist["wheel"]], env=env)
+    try:
+        site = venv_site_packages(py)
+        assert _hooks(py, env, "uninstall").returncode == 0
+        assert not (site / "cudafix.pth").exists()
+        st = _hooks(py, env, "status")
+        assert st.returncode == 1
+        assert "cannot read" not in st.stdout + st.stderr
+        for f in STARTUP_FILES:
+            if f.startswith("cudafix."):
+                assert "missing    %s" % (site / f) in st.stdout, st.stdout + st.stderr
+        again = _hooks(py, env, "install")
+        assert again.returncode == 0, again.stdout + again.stderr
+        for f in STARTUP_FILES:
+            assert (site / f).read_bytes() == (dist["src"] / f).read_bytes(), f
+        for f in SHELL_FILES:
+            assert (prefix / "etc" / "conda" / f).read_bytes() == (dist["src"] / f).read_bytes(), f
+        assert _hooks(py, env, "status").returncode == 0
+    finally:
+        run([py, "-m", "pip", "uninstall", "-y", "cudafix"], env=env)

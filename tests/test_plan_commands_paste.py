@@ -182,7 +182,7 @@ def test_fix_apply_removes_a_stray_cuda_wheel(tmp_path, torch_cu_python):
     listed = subprocess.run([str(py), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True, timeout=300).stdout
     assert "nvidia-cuda-runtime-cu12" not in listed
     again = run_cudafix(dev, "fix", "--python", str(py), env=CLEAN_ENV, timeout=600)
-    assert "nothing to do: healthy" in again.stdout, again.stdout
+    assert "  healthy\n  nothing to do\n" in again.stdout, again.stdout
 
 
 def test_explain_names_only_real_cudafix_commands():

@@ -85,3 +85,51 @@ def test_wrapping_keeps_every_word_in_order():
     assert len(out) > 2 and all(len(ln) <= WIDTH for ln in out if "/a/very" not in ln)
     assert " ".join(" ".join(out).split()) == " ".join(line.split())
     assert all(ln.startswith(" " * 10) for ln in out[1:])  # hanging indent under the message
+
+
+def _list_entries(snap: Snapshot) -> list:
+    """Every entry of a list the report wraps, as it prints it: one entry must never be split over
+    two lines (issue 35: "nvidia-cuda-runtime-cu12\n12.4.127" reads as two packages)."""
+    out = ["%s %s" % (w.name, w.version) for w in snap.toolkits.nvidia_wheels]
+    out += ["%s %s" % (p.name, p.version) + (" (%s)" % p.build if p.build else "") for p in snap.toolkits.conda_packages]
+    out += list(snap.libraries.ld_library_path)
+    for t in snap.toolkits.toolkits:
+        out += list(t.sources)
+    return [e for e in out if e and " " in e]  # a one-word entry cannot be split at a space
+
+
+def _ext_entries(snap: Snapshot) -> list:
+    """The runtimes of the Extension modules lines ("CUDA 13", "static runtime"): checked in that
+    section only (elsewhere "CUDA 13.0" is prose, wrapped at any space)."""
+    out = []
+    for m in snap.extensions.modules:
+        if m.cudart_linkage == "shared" and m.cudart:
+            out.append("CUDA %s" % m.cudart)
+        elif m.cudart_linkage == "static":
+            out.append("static runtime")
+    return out
+
+
+def _splits(lines: list, entries: list) -> set:
+    return {"%s | %s" % (a, b) for a, b in zip(lines, lines[1:]) for e in entries
+            for k in range(1, len(e.split(" ")))
+            if a.endswith(" ".join(e.split(" ")[:k])) and b.startswith(" ".join(e.split(" ")[k:]))}
+
+
+@pytest.mark.parametrize("path", SNAPSHOTS, ids=lambda p: str(p.relative_to(REPO)))
+def test_wrapped_lists_break_between_entries(path: pathlib.Path):
+    from cudafix.render.text import printable
+
+    snap = Snapshot.load(str(path))
+    entries = [printable(e) for e in _list_entries(snap)]
+    runner = CliRunner()
+    for args in (["status"], ["status", "-v"]):
+        res = runner.invoke(cli.main, args + ["--from", str(path)])
+        raw = [ANSI.sub("", ln) for ln in res.stdout.splitlines()]
+        lines = [ln.strip().rstrip(",;") for ln in raw]
+        split = _splits(lines, entries)
+        if "Extension modules" in raw:
+            start = raw.index("Extension modules")
+            end = next((i for i in range(start + 1, len(raw)) if raw[i] and not raw[i].startswith(" ")), len(raw))
+            split |= _splits(lines[start:end], [printable(e) for e in _ext_entries(snap)])
+        assert sorted(split) == [], (args, path.name, split)

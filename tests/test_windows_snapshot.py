@@ -89,7 +89,8 @@ def test_status_from_a_windows_snapshot(tmp_path):
     path = tmp_path / "win.json"
     path.write_text(snap.to_json())
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)}
-    st = subprocess.run([sys.executable, "-m", "cudafix", "status", "--from", str(path)], env=env, capture_output=True, text=True, timeout=120)
+    # -v: each finding in full (issue 35: the first screen gives each one line)
+    st = subprocess.run([sys.executable, "-m", "cudafix", "status", "-v", "--from", str(path)], env=env, capture_output=True, text=True, timeout=120)
     assert st.returncode == 0, st.stderr
     assert "windows-dll-missing" in st.stdout and "c10.dll" in st.stdout and "WinError 126" in st.stdout, st.stdout
     assert "cpu-only-torch" in st.stdout and "download.pytorch.org/whl/cu126" in st.stdout

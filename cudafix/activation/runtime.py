@@ -142,6 +142,12 @@ def render_activate(shell: str, environ: Optional[Mapping[str, str]] = None, wri
     """Shell code that (re)activates cudafix's corrections; with ``write``, also cache it."""
     mod = shells.renderer(shell)
     environ = os.environ if environ is None else environ
+    from cudafix.knowledge import knobs
+
+    if knobs.flag(environ, "CUDAFIX_DISABLE"):
+        # what the activate.d scripts do when it is on: undo a previous activation, apply nothing
+        # (`shell --activate` is the venv route of docs/install.md: it must obey it too)
+        return mod.restore()
     env = restored_env(environ)
     # The cache file is dated 1 s before the probes start: a change at or after that instant is
     # newer than the cache both to shells that compare mtimes in nanoseconds and to those that

@@ -182,9 +182,47 @@ def _apply_assume(snap: Snapshot, driver: Optional[str], gpus: Sequence[str]) ->
 
 
 def _check_python(path: str) -> str:
+    """``path`` if it can be a Python interpreter, else BadInput (exit 2) before anything runs:
+    an ELF executable must carry CPython's entry point (Py_BytesMain, Py_Main; /bin/ls does not),
+    a script must not be a Python program (bin/pip is one: its #! line names the interpreter to
+    give).  A launcher script (a pyenv shim: #!/usr/bin/env bash) passes here and is judged by its
+    answer (load_snapshot)."""
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         raise BadInput("--python %s: not an executable file" % path)
+    why = _not_an_interpreter(path)
+    if why:
+        raise BadInput("--python %s: not a Python interpreter: %s" % (path, why))
     return path
+
+
+_PY_NAME = ("python", "pypy")  # an interpreter's file name starts with one of these (python3.11, pypy3)
+
+
+def _not_an_interpreter(path: str) -> Optional[str]:
+    if os.name == "nt":
+        return None  # a PE file: judged by its answer
+    try:
+        with open(os.path.realpath(path), "rb") as fh:
+            head = fh.read(512)
+            if head.startswith(b"#!"):
+                words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+                if words and os.path.basename(words[0]) == "env" and len(words) > 1:
+                    words = words[1:]
+                interp = words[0] if words else ""
+                if os.path.basename(interp).startswith(_PY_NAME):
+                    return "a Python script run by %s (give that: --python %s)" % (interp, interp)
+                return None
+            if not head.startswith(b"\x7fELF"):
+                return "neither an ELF executable nor a script"
+            import mmap
+
+            fh.seek(0)
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                if m.find(b"Py_BytesMain") < 0 and m.find(b"Py_Main") < 0:
+                    return "an executable without CPython's entry point (Py_BytesMain)"
+    except (OSError, ValueError) as exc:
+        return "cannot read it: %s" % (getattr(exc, "strerror", None) or exc)
+    return None
 
 
 def load_snapshot(from_file: Optional[str], example: Optional[str], python: Optional[str],
@@ -225,7 +263,10 @@ def load_snapshot(from_file: Optional[str], example: Optional[str], python: Opti
         origin = "probed for %s" % python
     else:
         prefix, origin = sys.prefix, "probed on this machine"
-    return _probe(python, paths.env_cache_dir(prefix), meanwhile), origin
+    snap = _probe(python, paths.env_cache_dir(prefix), meanwhile)
+    if python and "python" in snap.probe_errors:  # it ran, but did not answer as Python does
+        raise BadInput("--python %s: did not answer as a Python interpreter: %s" % (python, snap.probe_errors["python"]))
+    return snap, origin
 
 
 def _probe(python: Optional[str], cache_dir: str, meanwhile: Optional[Callable[[], None]]) -> Snapshot:
@@ -290,6 +331,22 @@ def _import_outputs() -> None:
     from cudafix.render import report  # noqa: F401
 
 
+def fix_command(opts: Dict[str, Any]) -> str:
+    """The `cudafix fix` line that plans for the snapshot these options name (pasted, it prints
+    the same plan): the source and what-if options given on the command line ($CUDAFIX_ASSUME_*
+    are in the environment the line is pasted into already)."""
+    import shlex
+
+    words = ["cudafix", "fix"]
+    for key, opt in (("from_file", "--from"), ("example", "--example"), ("python", "--python"),
+                     ("assume_driver", "--assume-driver")):
+        if opts.get(key):
+            words += [opt, shlex.quote(opts[key])]
+    for gpu in opts.get("assume_gpu") or ():
+        words += ["--assume-gpu", shlex.quote(gpu)]
+    return " ".join(words)
+
+
 def run_status(as_json: bool, verbose: bool, opts: Dict[str, Any]) -> None:
     if opts.get("from_report"):
         from cudafix.cli import pasted
@@ -304,7 +361,7 @@ def run_status(as_json: bool, verbose: bool, opts: Dict[str, Any]) -> None:
         emit(_json(report.status_document(snap, runs, plan=plan)))
     else:
         emit(report.render_status(snap, runs, origin=origin, color=use_color(), verbose=verbose, plan=plan, plan_error=plan_error,
-                                  width=report.WIDTH))
+                                  width=report.WIDTH, fix_command=fix_command(opts)))
 
 
 def run_check(strict: bool, as_json: bool, opts: Dict[str, Any]) -> NoReturn:
@@ -326,5 +383,6 @@ def run_check(strict: bool, as_json: bool, opts: Dict[str, Any]) -> NoReturn:
     if as_json:
         emit(_json(report.status_document(snap, runs, plan=plan)))
     else:
-        emit(report.render_check(runs, color=use_color(), snap=snap, plan=plan, strict=strict, width=report.WIDTH))
+        emit(report.render_check(runs, color=use_color(), snap=snap, plan=plan, strict=strict, width=report.WIDTH,
+                                 fix_command=fix_command(opts)))
     sys.exit(code)

@@ -45,6 +45,31 @@ def _refusal(plan: Any, snap: Any, opts: dict) -> Optional[str]:
     return None
 
 
+def _left_to_you(plan: Any) -> List[Any]:
+    """(step number, text) of each printed command step --apply does not run (no argv; shell
+    lines are for the user's shell by nature and are printed as such)."""
+    from cudafix.plans.planner import SHELL
+
+    return [(n, s.text) for n, s in enumerate(plan.steps, 1) if not s.argv and s.kind != SHELL]
+
+
+def _answer(snap: Any, runs: Sequence[RuleRun], plan: Any) -> List[str]:
+    """Where the plan has nothing to do, why: "healthy" only where it was earned (a torch to
+    check, every rule decided), as the verdict of `status` (cudafix/render/verdict.py) says it."""
+    if not plan.nothing_to_do:
+        return []
+    from cudafix.render.findings import unknowns
+    from cudafix.render.verdict import no_torch
+
+    if no_torch(snap):
+        return ["  nothing to fix: no torch installed for %s (cudafix fixes the CUDA stack under PyTorch)" % (
+            snap.python.executable or "this env")]
+    undecided = unknowns(runs)
+    if undecided:
+        return ["  no problem to fix among the checks that could decide; %d could not (cudafix check)" % len(undecided)]
+    return ["  healthy"]
+
+
 def _argv(step: Any) -> List[str]:
     argv = list(step.argv)
     if argv and argv[0] == "conda":
@@ -80,7 +105,7 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
             head += " — what-if: " + ", ".join(sorted(snap.assumed))
         # every snapshot string written out (render/text.py printable): a recorded snapshot's path
         # or version cannot move the cursor or forge a line of the plan
-        emit("\n".join(fit_lines([printable(ln) for ln in [head] + plan_lines(plan)])) + "\n")
+        emit("\n".join(fit_lines([printable(ln) for ln in [head] + _answer(snap, runs, plan) + plan_lines(plan)])) + "\n")
     if not apply_:
         sys.exit(EXIT_OK)
     if plan.nothing_to_do:  # before any refusal: nothing to run is done, whatever the snapshot
@@ -91,8 +116,11 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         click.echo("cudafix: fix: refused: %s" % printable(why), err=True)
         sys.exit(EXIT_REFUSED)
     steps = plan.runnable
+    yours = _left_to_you(plan)
+    if yours:  # printed under "run" but not cudafix's to run (sudo, rm -rf, `cudafix warm`): said, never dropped
+        emit("".join("not run by --apply (run it yourself): step %d: %s\n" % (n, printable(t)) for n, t in yours), err=as_json)
     if not steps:
-        emit("nothing to run%s\n" % ("" if plan.nothing_to_do else ": the plan has only shell lines or advice (above)"), err=as_json)
+        emit("nothing for --apply to run: the plan has only shell lines or steps for you (above)\n", err=as_json)
         sys.exit(EXIT_OK)
     if not yes and not click.confirm("Run %d command%s in %s?" % (len(steps), "" if len(steps) == 1 else "s", snap.python.prefix or "the env"),
                                      default=False, err=as_json):

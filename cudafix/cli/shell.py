@@ -21,7 +21,7 @@ import click
 from cudafix.activation import shells
 
 SHELL_CHOICES = ("sh", "bash", "zsh", "dash", "ash", "fish", "csh", "tcsh")
-HOOK_FILES = ("cudafix.pth", "cudafix.start")  # at the root of site-packages
+HOOK_FILES = ("cudafix.pth", "cudafix.start")  # at the root of site-packages (their bytes: cudafix/hook/files.py)
 SCRIPT_EXTS = ("sh", "fish", "csh")
 
 
@@ -87,11 +87,6 @@ def _activate_from(shell_name: str, path: str) -> str:
 
 # -- hooks --------------------------------------------------------------------------------------
 
-def _source_dir() -> str:
-    """Where this cudafix's hook files live: site-packages root (wheel) or the checkout root."""
-    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
 def script_sources() -> List[Tuple[str, str]]:
     """(relative path under etc/conda, text) of the activate.d / deactivate.d scripts."""
     out = []
@@ -122,16 +117,12 @@ def planned_paths(prefix: str) -> List[str]:
 
 
 def planned_files(prefix: str) -> List[Tuple[str, bytes]]:
-    files: List[Tuple[str, bytes]] = []
+    """(path, bytes) of every hook file; the startup files' bytes are data (cudafix/hook/files.py),
+    never read back from site-packages, where `hooks uninstall` removed them."""
+    from cudafix.hook.files import FILES
+
     site = site_packages(prefix)
-    src = _source_dir()
-    for name in HOOK_FILES:
-        path = os.path.join(src, name)
-        try:
-            with open(path, "rb") as fh:
-                files.append((os.path.join(site, name), fh.read()))
-        except OSError as exc:
-            raise click.ClickException("cannot read %s: %s" % (path, exc))
+    files: List[Tuple[str, bytes]] = [(os.path.join(site, name), data) for name, data in FILES]
     for rel, text in script_sources():
         files.append((os.path.join(prefix, "etc", "conda", rel), text.encode("utf-8")))
     return files

@@ -36,7 +36,7 @@ Knob = collections.namedtuple("Knob", ("name", "kind", "meaning", "read_by", "va
 
 KNOBS: Tuple[Knob, ...] = (
     Knob("CUDAFIX_DISABLE", FLAG, "switch cudafix's automatic paths off: the startup hook and `conda activate` do nothing",
-         "startup hook, import-torch check, activate.d scripts"),
+         "startup hook, import-torch check, activate.d scripts, `cudafix shell --activate`"),
     Knob("CUDAFIX_MODE", CHOICE, "`fix`: apply the safe corrections and warn; `warn`: only warn; `off`: do nothing",
          "startup hook, import-torch check", ("fix", "warn", "off"), "fix"),
     Knob("CUDAFIX_SKIP", LIST, "rule ids that are neither corrected nor announced at `import torch`",

@@ -313,7 +313,7 @@ RELEASES: Tuple[TorchRelease, ...] = (
         source=S_LOCAL + " (2.14.1+cu130 from PyPI: Requires-Python >=3.10, classifiers 3.10-3.14); "
                "RELEASE.md matrix copy for the variants (secondary)",
         status=SECONDARY, latest_status=SECONDARY,
-        note="variants cu126/cu132 secondary; torchvision 0.29.1 = 0.(minor+15) rule and the team's recorded snapshot",
+        note="cu126/cu132 from third-party copies of the support matrix; torchvision 0.29.1 by torchvision's numbering (0.(minor+15)), installed by pip beside torch 2.14.1 in tests/test_fix_apply_real.py",
     ),
 )
 

@@ -65,6 +65,25 @@ def stray_wheels(snap: Snapshot) -> List[str]:
     return sorted(out)
 
 
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _own_pip(cmd: str, py: str) -> Tuple[str, ...]:
+    """The argv of a `[VAR=value ...] <the env's python> -m pip ...` line (a package rebuild), or ():
+    `env` runs it with the variables set, as sh does the printed line.  Only the env's own
+    interpreter: a line for anything else stays advice."""
+    try:
+        words = shlex.split(cmd)
+    except ValueError:
+        return ()
+    n = 0
+    while n < len(words) and _ASSIGNMENT.match(words[n]):
+        n += 1
+    if words[n:n + 3] != [py, "-m", "pip"]:
+        return ()
+    return tuple((["env"] if n else []) + words)
+
+
 def other_steps(findings: Sequence[Finding], snap: Snapshot, changed: Set[str], torch_rules: Sequence[str],
                 install_text: Optional[str]) -> Tuple[List[Step], List[str], List[str], Answers]:
     """(steps, auto fixes, open findings, answers) for every finding; ``install_text``: the plan's
@@ -101,8 +120,9 @@ def other_steps(findings: Sequence[Finding], snap: Snapshot, changed: Set[str], 
         for cmd in fix.commands:
             if cmd.startswith(POINTER):
                 continue
-            argv: Tuple[str, ...] = ()
-            if cmd.startswith("pip uninstall "):
+            argv: Tuple[str, ...] = _own_pip(cmd, py)  # printed as the rule wrote it, run as printed
+            own = bool(argv)
+            if not own and cmd.startswith("pip uninstall "):
                 # a bare `pip` may belong to another env: the env's own interpreter runs it
                 argv = (py, "-m") + tuple(shlex.split(cmd))
                 cmd = quote_argv(argv)
@@ -111,7 +131,7 @@ def other_steps(findings: Sequence[Finding], snap: Snapshot, changed: Set[str], 
                 cmd = "conda install -p %s %s" % (shlex.quote(snap.python.conda_prefix), cmd[len("conda install "):])
             mine.append(cmd)
             if cmd not in seen:
-                kind = UNINSTALL if argv else SHELL if cmd.startswith(("export ", "unset ")) else OTHER
+                kind = OTHER if own else UNINSTALL if argv else SHELL if cmd.startswith(("export ", "unset ")) else OTHER
                 seen[cmd] = Step(kind, cmd, argv, shell="sh, bash, zsh" if kind == SHELL else "", root=cmd.startswith("sudo "),
                                  why="%s: %s" % (f.rule, fix.summary))
                 steps.append(seen[cmd])

@@ -293,7 +293,7 @@ def _choose(snap: Snapshot, runs: Sequence[RuleRun]) -> Tuple[Optional[Choice], 
             flagged = _clean(runs, after)
             if not flagged:
                 return Choice(c, comps, uninstall, moves, missing, after), [k for k in skipped if not k.startswith(c.label + ":")]
-            line = "%s: cudafix would flag it (%s)" % (c.label, ", ".join(flagged))
+            line = "%s: would still fail %s" % (c.label, ", ".join(flagged))
             if line not in skipped:
                 skipped.append(line)
     return None, skipped

@@ -78,6 +78,14 @@ class Candidate:
         return "torch %s+%s" % (self.torch, self.variant)
 
 
+# A knowledge row's status (cudafix/knowledge/__init__.py) as a plan note says it to a user.
+_PLAIN_STATUS = {
+    "secondary": "not on PyTorch's own pages, only in third-party copies",
+    "inferred": "inferred by cudafix, not published by PyTorch",
+    "unconfirmed": "not verified",
+}
+
+
 def _public(source: str) -> str:
     """A row's source as users read it."""
     return source.strip() or "cudafix's release table"
@@ -135,9 +143,11 @@ def candidate(torch_v: str, variant: str, driver_cuda: Optional[int], driver_ver
     for cc, kind, entry in fits:
         ev.append("compute capability %s runs the wheel's %s %s (arch list %s)" % (cc, entry, "SASS" if kind == "sass" else "PTX through the JIT", row.arch_list))
     if row.status not in ("primary", "derived"):
-        notes.append("arch list of torch %s %s is %s: %s" % (torch_v, variant, row.status, _public(row.note or row.source)))
+        notes.append("which GPUs torch %s+%s has code for is %s (%s)" % (
+            torch_v, variant, _PLAIN_STATUS.get(row.status, row.status), _public(row.note or row.source)))
     if rel.latest_status not in ("primary", "derived") and torch_v == rel.latest:
-        notes.append("torch %s / torchvision %s: %s (%s)" % (rel.latest, rel.torchvision_latest, rel.latest_status, _public(rel.note or rel.source)))
+        notes.append("torch %s with torchvision %s: that pairing is %s (%s)" % (
+            rel.latest, rel.torchvision_latest, _PLAIN_STATUS.get(rel.latest_status, rel.latest_status), _public(rel.note or rel.source)))
     return Candidate(torch_v, variant, mode, row.arch_list, fits, tuple(ev), tuple(notes), distance)
 
 

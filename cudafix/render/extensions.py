@@ -6,7 +6,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Sequence, Tuple
+    from typing import Dict, List, Optional, Sequence, Tuple
 
 from cudafix.model.findings import ERROR, UNKNOWN, WARNING, RuleRun
 from cudafix.model.snapshot import ExtensionModule, Snapshot
@@ -60,8 +60,9 @@ def _runtime(mods: Sequence[ExtensionModule]) -> str:
     return ", ".join(kinds) or "-"
 
 
-def render(out, snap: Snapshot, runs: Sequence[RuleRun], verbose: bool) -> None:
-    """Append the section to ``out`` (cudafix.render.text.Out)."""
+def render(out, snap: Snapshot, runs: Sequence[RuleRun], verbose: bool, width: Optional[int] = None) -> None:
+    """Append the section to ``out`` (cudafix.render.text.Out); ``width``: wrap a package's line
+    there, between its entries (None: one line each)."""
     info = snap.extensions
     if not info.scanned:
         return
@@ -81,7 +82,15 @@ def render(out, snap: Snapshot, runs: Sequence[RuleRun], verbose: bool) -> None:
         label = ("%s %s" % (key, version)).strip()
         verdict = out.style(worst, worst if worst != "ok" else "ok") + (" (%s)" % ", ".join(ids) if ids else "")
         if not verbose:
-            out.add("  %s  %d file%s  %s  %s  %s" % (label, len(mods), "" if len(mods) == 1 else "s", _archs(mods), _runtime(mods), verdict))
+            from cudafix.render.text import wrap_atoms
+
+            # broken only between entries: an arch, a runtime ("CUDA 13", "static runtime"), the verdict
+            first = "  %s  %d file%s  " % (label, len(mods), "" if len(mods) == 1 else "s")
+            runtime = _runtime(mods).split(", ")
+            runtime = [r + "," for r in runtime[:-1]] + runtime[-1:]
+            runtime[0] = " " + runtime[0]  # a leading space: two between columns, as before
+            atoms = _archs(mods).split(" ") + runtime + [" " + verdict]
+            out.lines.extend(wrap_atoms(first, atoms, len(label) + 4, width) if width else [first + " ".join(atoms)])
             continue
         out.add("  %s  %s" % (label, mods[0].owner_via or mods[0].location))
         for m in mods:

@@ -93,9 +93,10 @@ def summary_line(runs: Sequence[RuleRun]) -> str:
     )
 
 
-def findings_section(out: Out, runs: Sequence[RuleRun], plan=None) -> None:
-    """``plan``: the env's plan (cudafix.plans.planner.FixPlan): a finding it answers points there."""
-    out.section("Findings: " + summary_line(runs))
+def findings_section(out: Out, runs: Sequence[RuleRun], plan=None, title: str = "Findings") -> None:
+    """Every finding in full: its message, evidence and fix (`status -v`, under ``title``).
+    ``plan``: the env's plan (cudafix.plans.planner.FixPlan): a finding it answers points there."""
+    out.section(title + ": " + summary_line(runs))
     fs = sorted_findings(runs)
     for f in fs:
         out.lines.extend(finding_lines(out, f, plan.step_for(f.rule, f.subject) if plan is not None else None))
@@ -141,7 +142,7 @@ def paragraphs(text: str, indent: str = "  ", width: int = 80) -> List[str]:
 def render_explain(rule: Rule, color: bool = False) -> str:
     """`cudafix explain RULE`: cause, how it shows up, evidence used, fix, sources."""
     out = Out(color)
-    auto = "fixed automatically" if rule.auto else "advice (you run the fix)"
+    auto = "cudafix corrects it automatically" if rule.auto else "you run the fix: cudafix fix"
     out.add("%s  (%s; %s)" % (out.style(rule.id, "bold"), rule.severity, auto))
     out.add("  " + rule.title)
     blocks: Tuple[Tuple[str, Any], ...] = (

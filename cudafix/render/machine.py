@@ -13,6 +13,7 @@ from cudafix.knowledge import jit_cache
 from cudafix.model.findings import ERROR, UNKNOWN, WARNING
 from cudafix.model.snapshot import ArchCoverage, GPU, LibraryResolution, Snapshot
 from cudafix.model import cuda as cudaver
+from cudafix.render.verdict import no_driver
 from cudafix.render.text import (
     Out, field, mib_text, remaining_unknowns, row, shell_value, unknown_text, via_text, wrap_list,
 )
@@ -28,22 +29,7 @@ def header_section(out: Out, snap: Snapshot, origin: str) -> None:
     out.add("  snapshot: %s%s" % (origin, when))
     if snap.source and snap.source != "probed":
         out.add("  source: %s" % snap.source)
-    if snap.assumed:
-        parts = ["%s=%s" % (k, assumed_value(v)) for k, v in sorted(snap.assumed.items())]
-        out.add("  " + out.style("what-if: assumed " + "; ".join(parts), WARNING))
-        line = no_torch_line(snap)
-        if line:
-            out.add("  " + out.style(line, WARNING))
-    for name in sorted(snap.probe_errors):
-        out.add("  " + out.style("probe %s failed: %s" % (name, snap.probe_errors[name]), UNKNOWN))
-
-
-def no_torch_line(snap: Snapshot) -> Optional[str]:
-    """What-if mode in an env without torch: say once that there is no torch to judge."""
-    if not snap.assumed or snap.torch or "torch" in snap.probe_errors:
-        return None
-    where = snap.python.executable or "this environment"
-    return "what-if: no torch installed for %s, so no torch build to judge; the driver-vs-GPU rules still run" % where
+    # what-if assumptions and failed probes: said with the verdict (render.verdict), once
 
 
 def assumed_value(v: Any) -> str:
@@ -58,9 +44,12 @@ def assumed_value(v: Any) -> str:
     return str(v)
 
 
-def driver_section(out: Out, snap: Snapshot) -> None:
+def driver_section(out: Out, snap: Snapshot, verbose: bool = False) -> None:
     d = snap.driver
     out.section("Driver")
+    if not verbose and no_driver(snap):  # one line, said with the verdict too; -v: where cudafix looked
+        row(out, "none", "no kernel module, no libcuda.so.1 (-v: where cudafix looked)")
+        return
     shown: List[str] = []
     fv, un = d.found_via, d.unknown
     field(out, "kernel module", d.kernel_version, fv, un, "kernel_version", shown, "none loaded")
@@ -109,9 +98,12 @@ def hardware_row(out: Out, snap: Snapshot) -> None:
              hw.found_via)
 
 
-def gpus_section(out: Out, snap: Snapshot) -> None:
+def gpus_section(out: Out, snap: Snapshot, verbose: bool = False) -> None:
     out.section("GPUs")
-    gpu_rows(out, snap)
+    if not verbose and no_driver(snap):
+        row(out, "GPUs", "none reported (no driver to ask)")
+    else:
+        gpu_rows(out, snap)
     hardware_row(out, snap)
 
 
@@ -249,7 +241,9 @@ def libraries_section(out: Out, snap: Snapshot, verbose: bool) -> None:
     li = snap.libraries
     out.section("Libraries")
     res = li.resolutions
-    if not res:
+    if not res and not snap.torch and "torch" not in snap.probe_errors:
+        row(out, "resolution", "none (no torch installed, so no CUDA libraries of its to resolve)")
+    elif not res:
         reason = li.unknown.get("resolutions")
         row(out, "resolution", out.style(unknown_text(reason), UNKNOWN) if reason else "no CUDA libraries to resolve")
     else:
@@ -272,7 +266,7 @@ def libraries_section(out: Out, snap: Snapshot, verbose: bool) -> None:
     remaining_unknowns(out, li.unknown, ("resolutions",))
 
 
-def environment_section(out: Out, snap: Snapshot) -> None:
+def environment_section(out: Out, snap: Snapshot, verbose: bool = False) -> None:
     out.section("Environment")
     if snap.env:
         for name in sorted(snap.env):
@@ -287,7 +281,8 @@ def environment_section(out: Out, snap: Snapshot) -> None:
         if jc.maxsize_via == "driver default":
             # Which driver release moved the default is not documented (knowledge/jit_cache.py);
             # the rules treat it as unknown and raise the cache when a PTX JIT needs it.
-            parts.append("max: " + jit_cache.DEFAULT_UNKNOWN_NOTE)
+            # the hedge in full under -v only: it is the same on every machine (issue 35)
+            parts.append("max: " + (jit_cache.DEFAULT_UNKNOWN_NOTE if verbose else "driver default (-v: its size)"))
         elif jc.maxsize is not None:
             parts.append("max %s%s" % (mib_text(jc.maxsize), " (%s)" % jc.maxsize_via if jc.maxsize_via else ""))
         if jc.writable is not None:

@@ -10,6 +10,9 @@ if TYPE_CHECKING:
 from cudafix.plans.planner import INSTALL, OTHER, SHELL, UNINSTALL, FixPlan
 
 
+SHOWN_SKIPPED = 3  # rejected candidates named in the text plan (the JSON plan has them all)
+
+
 def _labelled(indent: str, groups) -> List[str]:
     """One line per item, under its label in the plan's column ("keep    ...", "blocked ...")."""
     return ["%s%-7s %s" % (indent, label, item) for label, items in groups for item in items]
@@ -21,7 +24,8 @@ def plan_lines(plan: FixPlan, indent: str = "  ") -> List[str]:
         if plan.unresolved:
             out.append(indent + "no step cudafix can name for the open findings below")
         else:
-            out.append(indent + "nothing to do: healthy%s" % (" (cudafix corrects the rest itself, below)" if plan.automatic else ""))
+            # not "healthy": that is the verdict's word (render.verdict), said only where it was earned
+            out.append(indent + "nothing to do%s" % (" (cudafix corrects the rest itself, below)" if plan.automatic else ""))
         out += ["%sopen    %s" % (indent, u) for u in plan.unresolved]
         out += ["%sauto    %s" % (indent, a) for a in plan.automatic]
         return out
@@ -32,7 +36,10 @@ def plan_lines(plan: FixPlan, indent: str = "  ") -> List[str]:
     if removed:
         out.append("%sremove  %d CUDA wheel%s the replaced torch needed: %s" % (
             indent, len(removed), "" if len(removed) == 1 else "s", ", ".join(c.name for c in removed)))
-    out.extend(_labelled(indent, (("keep", plan.keeps), ("why", plan.why), ("not", plan.skipped))))
+    out.extend(_labelled(indent, (("keep", plan.keeps), ("why", plan.why), ("not", plan.skipped[:SHOWN_SKIPPED]))))
+    if len(plan.skipped) > SHOWN_SKIPPED:
+        out.append("%snot     %d more builds rejected (cudafix fix --json lists each)" % (
+            indent, len(plan.skipped) - SHOWN_SKIPPED))
     number = {s.text: i for i, s in enumerate(plan.steps, 1)}  # "plan step N" in the findings
     runs = [s for s in plan.steps if s.kind in (INSTALL, UNINSTALL, OTHER)]
     if runs:

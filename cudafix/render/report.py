@@ -25,26 +25,36 @@ STATUS_SCHEMA = "cudafix.status/1"
 
 
 def render_status(snap: Snapshot, runs: Sequence[RuleRun], origin: str = "probed", color: bool = False,
-                  verbose: bool = False, plan=None, plan_error: Optional[str] = None, width: Optional[int] = None) -> str:
-    """The whole stack on one screen: Driver, GPUs, PyTorch, Toolkits, Libraries, Environment, Findings.
-    ``width``: wrap to that many columns (the CLI: 80; render.text.fit_lines); None: one line per fact."""
+                  verbose: bool = False, plan=None, plan_error: Optional[str] = None, width: Optional[int] = None,
+                  fix_command: str = "cudafix fix") -> str:
+    """The verdict first (render.verdict: line 1 is the answer, then one line per finding and the
+    plan), then the facts: Driver, GPUs, PyTorch, Toolkits, Libraries, Environment; with
+    ``verbose``, every finding's evidence last.  ``width``: wrap to that many columns (the CLI: 80;
+    render.text.fit_lines); None: one line per fact.  ``fix_command``: the `cudafix fix` line that
+    plans for this same snapshot (with the --python / --from / --assume-* options it came from)."""
     from cudafix.render import extensions as _extensions
     from cudafix.render.machine import (
         driver_section, environment_section, gpus_section, header_section, libraries_section, toolkits_section, torch_section,
     )
+    from cudafix.render.verdict import first_screen
 
     out = Out(color)
+    first_screen(out, snap, runs, plan, plan_error, fix_command, width)
+    if runs and not verbose and (sorted_findings(runs) or unknowns(runs)):
+        out.add(out.style("  more: cudafix status -v (evidence), cudafix explain RULE (cause, fix)", "dim"))
+    if plan_error or (plan is not None and not (plan.nothing_to_do and not plan.automatic)):
+        plan_section(out, plan, plan_error)
+    out.add()
     header_section(out, snap, origin)
-    driver_section(out, snap)
-    gpus_section(out, snap)
+    driver_section(out, snap, verbose)
+    gpus_section(out, snap, verbose)
     torch_section(out, snap)
-    _extensions.render(out, snap, runs, verbose)
+    _extensions.render(out, snap, runs, verbose, width)
     toolkits_section(out, snap)
     libraries_section(out, snap, verbose)
-    environment_section(out, snap)
-    findings_section(out, runs, plan)
-    if plan is not None or plan_error:
-        plan_section(out, plan, plan_error)
+    environment_section(out, snap, verbose)
+    if verbose:
+        findings_section(out, runs, plan, title="Evidence")
     return fit_text(out.text(), width) if width else out.text()
 
 
@@ -58,21 +68,15 @@ def plan_section(out: Out, plan, error: Optional[str]) -> None:
 
 
 def render_check(runs: Sequence[RuleRun], color: bool = False, snap: Optional[Snapshot] = None, plan=None,
-                 strict: bool = False, width: Optional[int] = None) -> str:
-    """Only the findings (and what could not be decided): the `cudafix check` output; with
-    ``plan``, the plan's steps follow, the same answer as `cudafix status` and `cudafix fix`.  With
+                 strict: bool = False, width: Optional[int] = None, fix_command: str = "cudafix fix") -> str:
+    """The `cudafix check` output: the verdict, the findings one entry each (whole: a CI log keeps
+    them), and the plan's steps, the same answer as `cudafix status` and `cudafix fix`.  With
     ``strict``, a run that fails only by --strict ends naming each warning and unknown that failed it."""
-    from cudafix.render.machine import assumed_value, no_torch_line
+    from cudafix.render.verdict import first_screen
 
     out = Out(color)
-    if snap is not None and snap.assumed:
-        parts = ["%s=%s" % (k, assumed_value(v)) for k, v in sorted(snap.assumed.items())]
-        out.add(out.style("what-if: assumed " + "; ".join(parts), WARNING))
-        line = no_torch_line(snap)
-        if line:
-            out.add(out.style(line, WARNING))
-    findings_section(out, runs, plan)
-    if plan is not None and plan.steps:
+    first_screen(out, snap, runs, plan, None, fix_command, None)
+    if plan is not None and not (plan.nothing_to_do and not plan.automatic):  # as `status` (open findings' advice too)
         plan_section(out, plan, None)
     if strict:
         failed = strict_failures(runs)

@@ -152,13 +152,33 @@ def mib_text(n: Optional[int]) -> str:
     return "%d B" % n
 
 
-def wrap_list(prefix: str, items: Sequence[str], width: int = 100) -> List[str]:
-    import textwrap  # here: `status --json` wraps nothing (textwrap and its patterns: ~1 ms)
+def wrap_list(prefix: str, items: Sequence[str], width: int = 80, sep: str = ", ") -> List[str]:
+    """``prefix`` and the items joined by ``sep``, wrapped to ``width`` only between items (an
+    item is never split: "nvidia-cuda-runtime-cu12 12.4.127" stays one line's), continuation
+    lines under the first item.  An item longer than the room stays whole on its own line."""
+    if not items:
+        return []
+    return wrap_atoms(prefix, [it + sep for it in items[:-1]] + list(items[-1:]), len(prefix), width, joiner="")
 
-    return textwrap.wrap(
-        ", ".join(items), width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
-        break_on_hyphens=False, break_long_words=False,
-    )
+
+def wrap_atoms(first: str, atoms: Sequence[str], hang: int, width: int = 80, joiner: str = " ") -> List[str]:
+    """``first`` then the atoms joined by ``joiner``, broken only between atoms; continuation lines
+    start at column ``hang``.  The report's lists are written through this, so that the final fit
+    to 80 columns (fit_lines, which breaks at any space) finds nothing more to break."""
+    if hang > width // 2:  # a long label: continue under its start instead (as fit_lines does)
+        hang = len(first) - len(first.lstrip(" ")) + 4
+    lines: List[str] = []
+    cur = first
+    fresh = True  # nothing but the prefix or the hang on the current line yet
+    for atom in atoms:
+        piece = atom if fresh else joiner + atom
+        if not fresh and visible_len(cur + piece.rstrip(" ")) > width:
+            lines.append(cur.rstrip(" "))
+            cur, piece = " " * hang, atom.lstrip(" ")
+        cur += piece
+        fresh = False
+    lines.append(cur.rstrip(" "))
+    return lines
 
 
 def plural(n: int, word: str) -> str:
@@ -190,6 +210,11 @@ def _hang(line: str) -> int:
 _COMMAND_LINE = lazy_re(r"^\s*(?:\d+\.\s+|\[\d+/\d+\]\s+)?\$ ")
 
 
+# Where fit_lines may break: a run of spaces, except one space between a name and the version
+# that follows it ("nvidia-nccl-cu12 2.27.3", "CUDA 13.0", "torch 2.4.1": one entry of a list).
+_BREAK = lazy_re(r"( {2,}|(?<=[,;:]) | (?!\d[\w.+-]*[),;:]?(?= |$|\x1b)))")
+
+
 def fit_lines(lines: Iterable[str], width: int = WIDTH, hang: Optional[int] = None) -> List[str]:
     """Each line longer than ``width`` (colour codes not counted) wrapped at spaces with a hanging
     indent.  A word longer than the room left (a path, a URL) stays whole and runs over; a shell
@@ -203,7 +228,7 @@ def fit_lines(lines: Iterable[str], width: int = WIDTH, hang: Optional[int] = No
         at = _hang(line) if hang is None else hang
         lead = len(line) - len(line.lstrip(" "))
         cur, cur_len, has_word = line[:lead], lead, False
-        for tok in re.split(r"( +)", line[lead:]):
+        for tok in _BREAK.split(line[lead:]):
             if not tok:
                 continue
             n = visible_len(tok)
