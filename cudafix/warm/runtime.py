@@ -13,6 +13,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from cudafix.knowledge import knobs
 from cudafix.model.snapshot import Snapshot
+from cudafix.store import trustload
 from cudafix.store.safefs import CHILD_CWD, env_owners, open_private, open_private_file
 from cudafix.warm.plan import (
     LOCK_FILE,
@@ -22,7 +23,7 @@ from cudafix.warm.plan import (
     dir_bytes,
     is_warm,
     child_env,
-    load_refusal,
+    load_spec,
     child_spec,
     load_state,
     TRIGGER_RULES,
@@ -36,21 +37,25 @@ spec = json.loads(sys.argv[1])
 t0 = time.perf_counter()
 def say(**kw):
     sys.stdout.write(json.dumps(kw) + "\n"); sys.stdout.flush()
+import importlib.util
+_s = importlib.util.spec_from_file_location("_cudafix_trustload", spec["trustload"])
+trustload = importlib.util.module_from_spec(_s)
+_s.loader.exec_module(trustload)
 if spec["import_torch"]:
     import torch  # torch loads its libraries as the program does
     say(step="import torch", t=time.perf_counter() - t0)
-for p in spec["libs"]:
+for m in spec["libs"]:
+    p = m["path"]
     try:
-        ctypes.CDLL(p, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+        trustload.load_opened(m["real"], m["dev"], m["ino"], os.RTLD_NOW | os.RTLD_GLOBAL)
         say(step="dlopen", path=p, t=time.perf_counter() - t0)
     except OSError as exc:
         say(step="dlopen-failed", path=p, error=str(exc))
 rc = {}
 for soname in spec["cudarts"]:
-    try:
-        rt = ctypes.CDLL(soname)
-    except OSError as exc:
-        rc[soname] = "cannot load: %s" % exc
+    rt, why = trustload.load_soname(soname, os.environ.get("LD_LIBRARY_PATH"), spec["owners"])
+    if rt is None:
+        rc[soname] = "cannot load: %s" % why
         continue
     t1 = time.perf_counter()
     rc[soname] = rt.cudaFree(ctypes.c_void_p(0))
@@ -64,12 +69,15 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
     """Warm one target in a child; ``progress(fraction, elapsed, estimate, cache_added)`` is
     called a few times a second (fraction and estimate None when the PTX size is not known).  Returns the child's last report plus measured numbers."""
     spec = child_spec(target, snap)
-    # checked again just before the load (the plan's check may be minutes old), and loaded by the
-    # real path that was checked: a link swapped in between cannot point the child elsewhere
+    # checked again just before the load (the plan's check may be minutes old) by the trusted
+    # loader, which hands the child the real path it resolved ONCE and the opened file's identity:
+    # the child loads that file or nothing (a link flipped after the check cannot redirect it)
     owners = env_owners(snap.python.prefix) if snap.python.prefix else ()
-    refused = [(p, load_refusal(p, owners)) for p in spec["libs"]]  # type: ignore[union-attr]
-    spec["libs"] = [os.path.realpath(p) for p, why in refused if why is None]
-    refused = [(p, why) for p, why in refused if why is not None]
+    checked = [(p,) + load_spec(p, owners) for p in spec["libs"]]  # type: ignore[union-attr]
+    spec["libs"] = [s for _, s, why in checked if why is None]
+    refused = [(p, why) for p, _, why in checked if why is not None]
+    spec["owners"] = list(owners)
+    spec["trustload"] = trustload.__file__
     cenv = child_env(target, env)
     cpath = cache_path(cenv)
     before = dir_bytes(cpath)
