@@ -12,7 +12,6 @@ were two resolutions; the first-run child had no check at all).
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import shutil

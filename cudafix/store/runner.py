@@ -127,7 +127,7 @@ class Job(object):
     """One program to run: argv, env, where its output goes."""
 
     def __init__(self, argv, env=None, check_exe=True, owners=(), merge_stderr=False, max_output=DEFAULT_MAX_OUTPUT,
-                 pass_fds=(), stdout_fd=None, cwd="/"):
+                 pass_fds=(), stdout_fd=None, cwd="/", stderr_fd=None):
         self.argv = list(argv)
         self.cwd = cwd
         self.env = env
@@ -137,6 +137,7 @@ class Job(object):
         self.max_output = max_output
         self.pass_fds = tuple(pass_fds)
         self.stdout_fd = stdout_fd
+        self.stderr_fd = stderr_fd if stderr_fd is not None else stdout_fd
         self.proc = None
         self.result = Result(self.argv)
         self.out = Bounded(max_output)
@@ -147,7 +148,7 @@ class Job(object):
 def _start(job):
     exe = resolve(job.argv[0], job.env, job.owners, job.check_exe, job.cwd)
     out = job.stdout_fd if job.stdout_fd is not None else subprocess.PIPE
-    err = subprocess.STDOUT if job.merge_stderr else (job.stdout_fd if job.stdout_fd is not None else subprocess.PIPE)
+    err = subprocess.STDOUT if job.merge_stderr else (job.stderr_fd if job.stderr_fd is not None else subprocess.PIPE)
     job.proc = subprocess.Popen(job.argv, executable=exe, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                 env=job.env, cwd=job.cwd, start_new_session=True, close_fds=True, pass_fds=job.pass_fds)
 
@@ -271,6 +272,13 @@ def run(argv, timeout, env=None, check_exe=True, owners=(), merge_stderr=False, 
     the user's own command (``verify -- CMD`` runs where the user typed it)."""
     job = Job(argv, env, check_exe, owners, merge_stderr, max_output, pass_fds, cwd=cwd)
     return run_all([job], timeout, tick)[0]
+
+
+def run_streamed(argv, timeout, out_fd, err_fd, env=None, owners=()):
+    """Run one program whose output goes straight to ``out_fd`` / ``err_fd`` (an installer's own
+    progress, `cudafix fix`); its Result (no output kept)."""
+    job = Job(argv, env, True, owners, stdout_fd=out_fd, stderr_fd=err_fd)
+    return run_all([job], timeout)[0]
 
 
 def spawn_detached(argv, env, out_fd, owners=()):

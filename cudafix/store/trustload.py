@@ -204,15 +204,21 @@ def load_process():
     return ctypes.CDLL(None, use_errno=True)
 
 
-def load_soname(soname, ld_library_path=None, owners=(), mode=None):
+def _cdll(name, mode, use_errno=False):
+    import ctypes
+
+    if mode is None:
+        return ctypes.CDLL(name, use_errno=use_errno)
+    return ctypes.CDLL(name, mode=mode, use_errno=use_errno)
+
+
+def load_soname(soname, ld_library_path=None, owners=(), mode=None, use_errno=False):
     """(handle, None) or (None, reason): ``soname`` as the loader finds it from this process.
     A copy in an ``LD_LIBRARY_PATH`` directory (what the loader would take first) is loaded only
     through the check; an empty or relative entry (the current directory) is never searched.
     Otherwise the loader's own search (ld.so.cache, the default directories: root's)."""
-    import ctypes
-
     try:  # already in this process (torch loaded it): the loader answers with that object
-        return ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | (mode or 0)), None
+        return _cdll(soname, os.RTLD_NOLOAD | (mode or 0), use_errno), None
     except (OSError, AttributeError):
         pass
     for d in (ld_library_path or "").replace(";", ":").split(":"):
@@ -223,7 +229,7 @@ def load_soname(soname, ld_library_path=None, owners=(), mode=None):
             lib, _, why = load(cand, owners, False, mode)
             return lib, why
     try:
-        return (ctypes.CDLL(soname) if mode is None else ctypes.CDLL(soname, mode=mode)), None
+        return _cdll(soname, mode, use_errno), None
     except OSError as exc:
         return None, "%s: %s" % (soname, exc)
 
