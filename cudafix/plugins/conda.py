@@ -195,7 +195,10 @@ def _run_env_cudafix(python: str, args: Sequence[str]) -> _Done:
 
 
 def env_has_cudafix(python: str) -> bool:
-    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('cudafix') else 3)"
+    # a package with a file (origin): a bare directory named cudafix (a namespace package) in `/`,
+    # the runner's cwd, is not an installed cudafix
+    probe = ("import importlib.util, sys; s = importlib.util.find_spec('cudafix'); "
+             "sys.exit(0 if s is not None and s.origin not in (None, 'namespace') else 3)")
     env = dict(os.environ)
     env["CUDAFIX_DISABLE"] = "1"
     try:

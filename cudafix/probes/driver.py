@@ -167,7 +167,10 @@ def query_driver_cuda_version(libcuda_path: str) -> Tuple[Optional[int], Optiona
 
     # the trusted loader: never a libcuda another user owns or can replace (one found on an
     # LD_LIBRARY_PATH entry in anyone's directory), checked and loaded in one resolution
-    lib, _, why = trustload.load(libcuda_path, (), sticky_ok=True)
+    if libcuda_path.startswith("/"):
+        lib, _, why = trustload.load(libcuda_path, (), sticky_ok=True)
+    else:  # a soname: a copy on LD_LIBRARY_PATH through the same check
+        lib, why = trustload.load_soname(libcuda_path, os.environ.get("LD_LIBRARY_PATH"))
     if lib is None:
         return None, why if why.startswith("cannot load") else "not loaded: %s" % why
     try:

@@ -226,7 +226,7 @@ def load_soname(soname, ld_library_path=None, owners=(), mode=None, use_errno=Fa
             continue
         cand = os.path.join(d, soname)
         if os.path.lexists(cand):
-            lib, _, why = load(cand, owners, False, mode)
+            lib, _, why = load(cand, owners, True, mode)  # a sticky ancestor (/tmp) as for warm
             return lib, why
     try:
         return _cdll(soname, mode, use_errno), None
