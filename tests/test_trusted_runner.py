@@ -77,12 +77,12 @@ def test_verify_cmd_gets_no_stdin(tmp_path):
 
 
 def test_verify_cmd_output_is_bounded():
-    """`yes` for 3 s under a 2 GB address-space limit: 89c72a4 buffered it whole (MemoryError)."""
+    """`yes` for 6 s under a 1 GiB address-space limit: 89c72a4 buffered it whole (MemoryError)."""
     code = ("import resource, sys\n"
-            "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
             "from cudafix.verify import cmdrun\n"
             "try:\n"
-            "    cmdrun.run_command(['yes'], timeout=3)\n"
+            "    cmdrun.run_command(['yes'], timeout=6)\n"
             "except cmdrun.CommandFailed as exc:\n"
             "    print('failed', exc.rc, len(''.join(exc.tail)))\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=str(REPO))
