@@ -12,17 +12,20 @@ were two resolutions; the first-run child had no check at all).
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
 from cudafix.model.snapshot import GPU, Snapshot
 from tests import users
+from tests.test_hook_hardening import shared  # noqa: F401 (fixture: a stub-torch venv of the system's python)
 
 OTHER = "cfxsec-race"
 ATTEMPTS = 60
@@ -86,10 +89,10 @@ def arena(tmp_path, other):
     evil = _so(root / "evil", "evil", marker)
     os.chown(str(evil.parent), other.pw_uid, other.pw_gid)
     os.chown(str(evil), other.pw_uid, other.pw_gid)
-    shared = root / "shared"
-    shared.mkdir()
-    shared.chmod(0o1777)
-    return {"root": root, "marker": marker, "good": good, "evil": evil, "shared": shared}
+    team = root / "shared"
+    team.mkdir()
+    team.chmod(0o1777)
+    return {"root": root, "marker": marker, "good": good, "evil": evil, "shared": team}
 
 
 def _flip(user, link: pathlib.Path, a: pathlib.Path, b: pathlib.Path) -> subprocess.Popen:
@@ -214,3 +217,70 @@ def test_first_run_load_child_loads_only_what_the_check_passes(arena, other, cas
         assert [ln.split()[0] for ln in ran] == ["good"], (ran, out)
     else:
         assert ran == [], "another user's module ran in the first-run child: %s" % ran
+
+
+HOOK_ATTEMPTS = 30
+
+
+def test_hook_preload_never_loads_the_other_side_of_a_flipped_link(shared, tmp_path, other):  # noqa: F811
+    """H1 through the real hook: a preload planned for a path whose link sits in another user's
+    directory (89c72a4 checked only the real path's directories, then loaded a second realpath),
+    the link flipped by another process while `import torch` runs in a real venv 30 times."""
+    from tests.test_hook_hardening import _preload_finding
+    from tests.test_startup_helpers import clean_env, run, write_plan
+
+    _, py = shared
+    libdir = pathlib.Path(tempfile.mkdtemp(prefix="cfxrace-", dir=str(pathlib.Path.home())))  # root's 0700 home
+    try:
+        os.chmod(str(libdir), 0o755)
+        marker = libdir / "marker"
+        marker.touch()
+        marker.chmod(0o666)
+        good = _so(libdir / "good", "good", marker)
+        att = libdir / "theirs"
+        att.mkdir(mode=0o755)
+        evil = _so(att / "build", "evil", marker)
+        for p in (att, evil.parent, evil):
+            os.chown(str(p), other.pw_uid, other.pw_gid)
+        link = att / "libcfxtest.so.1"
+        env = clean_env(tmp_path / "cache", CUDAFIX_DEBUG="1")
+        os.symlink(str(good), str(link))
+        os.lchown(str(link), other.pw_uid, other.pw_gid)
+        write_plan(py, json.dumps([_preload_finding(link)]), env)
+        os.unlink(str(link))
+        flipper = _flip_root_as(other, link, good, evil)
+        try:
+            for _ in range(HOOK_ATTEMPTS):
+                run(py, "import torch", env, timeout=60)
+                if _evil_runs(marker):
+                    break
+        finally:
+            _stop(flipper)
+        assert not _evil_runs(marker), "the attacker's library was preloaded: %s" % _evil_runs(marker)
+    finally:
+        shutil.rmtree(str(libdir), ignore_errors=True)
+
+
+FLIP_AS = r"""
+import os, sys
+link, a, b, uid, gid = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+tmp = link + ".%d" % os.getpid()
+i = 0
+while True:
+    i += 1
+    try:
+        os.symlink(a if i % 2 else b, tmp)
+        os.lchown(tmp, uid, gid)
+        os.rename(tmp, link)
+    except OSError:
+        pass
+"""
+
+
+def _flip_root_as(user, link, a, b):
+    """The attacker's writes where their own process cannot reach (root's 0700 home): a root
+    process makes each link theirs, in their directory."""
+    p = subprocess.Popen([sys.executable, "-I", "-c", FLIP_AS, str(link), str(a), str(b), str(user.pw_uid), str(user.pw_gid)],
+                         cwd="/", stdin=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(0.3)
+    return p
