@@ -31,6 +31,7 @@ SEVERITY = [
     ("test_warm_child_never_loads_the_other_side_of_a_flipped_link", "High", "H1 warm race"),
     ("test_trusted_load_in_process_never_loads_the_flipped_side", "High", "H1 in-process (hook/driver) race"),
     ("test_open_checked_refuses_another_users_link_and_dir", "High", "H1 link's own directory"),
+    ("test_hook_never_preloads_through_a_link_in_another_users_directory", "High", "H1 hook preload link"),
     ("test_first_run_load_child_loads_only_what_the_check_passes", "High", "H2 first-run --load"),
     ("test_root_never_runs_code_another_user_planted_in_the_env", "High", "H3 prolog/NHC"),
     ("test_verify_cmd_does_not_wait_for_a_grandchild_holding_stdout", "Medium", "verify -- CMD grandchild"),
