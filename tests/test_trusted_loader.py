@@ -77,7 +77,7 @@ def _so(d: pathlib.Path, who: str, marker: pathlib.Path) -> pathlib.Path:
 
 @pytest.fixture
 def arena(tmp_path, other, request):
-    """/.../shared (1777, root's: a team extension dir) with the attacker's flipping link in it;
+    """A team extension dir (1777, root's) where the attacker flips a link of their own;
     good (root's, 0755 dirs) and evil (the attacker's own directory and file)."""
     # a directory the attacker's own process can reach (pytest's tmp_path is under a 0700 dir)
     root = worldenv.world_dir("cfxarena-")
@@ -183,7 +183,7 @@ def test_open_checked_refuses_another_users_link_and_dir(arena, other):
     assert "can be written by a user other" in trustload.refusal(str(link), (), sticky_ok=False)  # a preload: no sticky dir
     os.lchown(str(link), other.pw_uid, other.pw_gid)
     assert "symbolic link of another user" in trustload.refusal(str(link), (), sticky_ok=True)
-    assert "arena/evil can be written by a user other" in trustload.refusal(str(arena["evil"]), (), sticky_ok=True)
+    assert "/evil can be written by a user other" in trustload.refusal(str(arena["evil"]), (), sticky_ok=True)
     assert trustload.refusal(str(arena["evil"]), (other.pw_uid,), sticky_ok=True) is None  # the env's owner
     opened, why = trustload.open_checked(str(arena["good"]), sticky_ok=True)
     assert why is None and opened.real == str(arena["good"])
