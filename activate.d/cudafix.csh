@@ -96,8 +96,8 @@ if ( $_cudafix_run ) then
       endif
       if ( $_cudafix_t ) then
         source "$_cudafix_a:q"
-        rm -f -- "$_cudafix_a:q" >& /dev/null
-        rmdir -- "$_cudafix_p:q" >& /dev/null
+        /bin/rm -f -- "$_cudafix_a:q" >& /dev/null
+        /bin/rmdir -- "$_cudafix_p:q" >& /dev/null
       else
         set _cudafix_q = 0
         if ( $?CUDAFIX_QUIET ) then

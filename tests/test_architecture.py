@@ -39,7 +39,8 @@ ALLOWED: Dict[str, Set[str]] = {
     "paste": {"model", "knowledge", "rules", "plans", "render"},
     "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook", "fleet",
             "activation", "warm", "paste"},
-    "fleet": {"model", "knowledge", "rules", "probes", "render"},  # render: the text toolkit's escaping
+    # render: the text toolkit's escaping; store: the one trusted runner (srun)
+    "fleet": {"model", "knowledge", "rules", "probes", "render", "store"},
     "plugins": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
 }
 TOP = {"__init__", "__main__"}  # cudafix/__init__.py (the version) and `python -m cudafix`
@@ -376,3 +377,70 @@ def test_the_root_check_sees_what_a606e04_did(tmp_path):
     assert any("'/lib/' + triplet" in b for b in found["cudafix/probes/loadersim.py"]), found
     assert any("LD_SO_CACHE" in b for b in found["cudafix/probes/loadersim.py"]), found
     assert any("'/etc/debian_version'" in b for b in found["cudafix/probes/elf.py"]), found
+
+
+# -- issue 36: one trusted loader, one trusted runner ------------------------------------------------
+
+TRUSTED_MODULES = {"cudafix/store/trustload.py", "cudafix/store/runner.py"}
+_LOAD_CALLS = {"CDLL", "PyDLL", "LoadLibrary", "dlopen"}
+_OS_EXEC = ("system", "popen", "exec", "spawn", "posix_spawn")
+
+
+def _exec_or_load_sites(tree: ast.AST, where: str) -> List[str]:
+    """Every place in ``tree`` that loads a shared object or runs a program other than through
+    the trusted modules: a CDLL/dlopen/LoadLibrary call, any use of subprocess, os.system /
+    popen / exec* / spawn* / posix_spawn*; and, recursively, the same in a string constant that is
+    Python code (a `python -c` child's source)."""
+    out: List[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in _LOAD_CALLS:
+                out.append("%s:%d: %s(...)" % (where, node.lineno, name))
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "os" \
+                    and f.attr.startswith(_OS_EXEC):
+                out.append("%s:%d: os.%s(...)" % (where, node.lineno, f.attr))
+        elif isinstance(node, ast.Import):
+            out += ["%s:%d: import %s" % (where, node.lineno, a.name) for a in node.names
+                    if a.name.split(".")[0] in ("subprocess", "pty")]
+        elif isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[0] in ("subprocess", "pty") or \
+                    (node.module == "ctypes.util" and any(a.name == "find_library" for a in node.names)):
+                out.append("%s:%d: from %s import ..." % (where, node.lineno, node.module))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "\n" in node.value:
+            try:
+                sub = ast.parse(node.value)
+            except (SyntaxError, ValueError):
+                continue
+            out += _exec_or_load_sites(sub, "%s:%d (code in a string)" % (where, node.lineno))
+    return out
+
+
+def test_one_trusted_loader_and_one_trusted_runner():
+    """Issue 36: cudafix loads a shared object only through store/trustload.py and runs a program
+    only through store/runner.py -- any other CDLL / dlopen / subprocess / os.exec* call (also in
+    a child's `-c` source) fails here."""
+    bad = []
+    for path in sorted(list(PKG.rglob("*.py")) + [REPO / "_cudafix_startup.py"]):
+        rel = path.relative_to(REPO).as_posix()
+        if rel in TRUSTED_MODULES:
+            continue
+        bad += _exec_or_load_sites(ast.parse(path.read_text(encoding="utf-8")), rel)
+    assert bad == [], "load or run through cudafix.store.trustload / cudafix.store.runner: %s" % bad
+
+
+def test_the_loader_and_runner_check_sees_what_89c72a4_did(tmp_path):
+    """Not vacuous: on 89c72a4 it finds warm's child CDLL (in its `-c` source), the hook's preload,
+    the driver probe, the first-run child's --load, and nvcc's subprocess."""
+    import subprocess
+
+    found = []
+    for rel in ("cudafix/warm/runtime.py", "cudafix/hook/runtime.py", "cudafix/probes/driver.py",
+                "cudafix/verify/firstrun_child.py", "cudafix/probes/toolkits.py"):
+        src = subprocess.run(["git", "-C", str(REPO), "show", "89c72a4:" + rel], capture_output=True, text=True, timeout=60)
+        if src.returncode != 0:
+            pytest.fail("commit 89c72a4 is not in this checkout")
+        found.append((rel, _exec_or_load_sites(ast.parse(src.stdout), rel)))
+    assert all(sites for _, sites in found), found
+    assert any("code in a string" in s for s in dict(found)["cudafix/warm/runtime.py"]), found

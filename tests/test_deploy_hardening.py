@@ -14,23 +14,43 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 
-from tests import users
+from tests import users, worldenv
 from tests.test_fleet_engines import NHC_HARNESS
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PROLOG = REPO / "deploy" / "slurm" / "cudafix-prolog.sh"
 NHC = REPO / "deploy" / "nhc" / "cudafix.nhc"
-# a root-owned interpreter with cudafix's requirements; this checkout through PYTHONPATH
+# a root-owned interpreter with cudafix's requirements; this checkout through PYTHONPATH.  A venv
+# of the system's python in a world-traversable directory (set by `_world`): since issue 36 the
+# prolog and NHC run the env's python as an unprivileged user, who cannot reach /root's pyenv.
 PY = pathlib.Path(sys.executable)
 OTHER = "cfxsec-env"
 SHELLS = [s for s in ("dash", "bash") if shutil.which(s)]
 
 
 other = users.module_user(OTHER)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _world():
+    global PY
+    root = worldenv.world_dir("cfxdeploy-")
+    PY = worldenv.world_venv(root / "base")
+    yield root
+    shutil.rmtree(str(root), ignore_errors=True)
+
+
+@pytest.fixture
+def tmp_path(_world, request):
+    """A fresh directory every user can traverse (the env's python runs unprivileged)."""
+    d = pathlib.Path(tempfile.mkdtemp(prefix="t-", dir=str(_world)))
+    os.chmod(str(d), 0o755)
+    return d
 
 
 def _conf(d: pathlib.Path, body: str, mode: int = 0o644, dmode: int = 0o755) -> pathlib.Path:
@@ -182,3 +202,54 @@ def test_nhc_times_out_and_never_runs_an_env_of_another_user(tmp_path, other):
     got, out = _nhc([py], {"PATH": "/usr/bin:/bin"})
     assert not ran.exists()
     assert got.get("rc") == "1" and "not run as root" in got.get("die", ""), out.stdout
+
+
+# -- issue 36, H3: root never executes the env -------------------------------------------------------
+
+PLANT = "import os; open(%r, 'a').write('%%d\\n' %% os.geteuid())\n"
+RUNNERS = [("prolog", s) for s in SHELLS] + [("nhc", "bash")]
+
+
+def _plant_in_env(placement: str, site: pathlib.Path, marker: pathlib.Path, other) -> None:
+    """Another user (a real one, through setpriv) who can write one part of a root-owned env
+    plants code Python runs at start: a .pth line, or cudafix's own package."""
+    line = PLANT % str(marker)
+    if placement == "site-packages":  # the usual team-env layout: site-packages writable by the team
+        os.chown(str(site), other.pw_uid, other.pw_gid)
+        cmd = "printf '%s' \"$1\" > \"$0/zz-team.pth\""
+        p = users.as_user(other, ["sh", "-c", cmd, str(site), line.replace("\n", "")])
+    elif placement == "lib-python":  # lib/python3.X writable: the whole site-packages swapped
+        os.chown(str(site.parent), other.pw_uid, other.pw_gid)
+        cmd = ("mv \"$0\" \"$0.old\" && mkdir \"$0\" && cp -r \"$0.old/.\" \"$0/\" && "
+               "printf '%s' \"$1\" > \"$0/zz-team.pth\"")
+        p = users.as_user(other, ["sh", "-c", cmd, str(site), line.replace("\n", "")])
+    else:  # cudafix's own package
+        for d, _dirs, files in os.walk(str(site / "cudafix")):
+            os.chown(d, other.pw_uid, other.pw_gid)
+            for f in files:
+                os.chown(os.path.join(d, f), other.pw_uid, other.pw_gid)
+        cmd = "printf '%s' \"$1\" >> \"$0/cudafix/__init__.py\""
+        p = users.as_user(other, ["sh", "-c", cmd, str(site), "\n" + line])
+    assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.parametrize("runner, shell", RUNNERS)
+@pytest.mark.parametrize("placement", ["site-packages", "lib-python", "cudafix-package"])
+def test_root_never_runs_code_another_user_planted_in_the_env(runner, shell, placement, tmp_path, other):
+    """H3: an env of root's (its python, bin/ and directory pass the ownership checks) in which
+    another user can write site-packages, lib/python3.X or cudafix's package.  The planted code
+    runs at interpreter start; it must never run as root (on 89c72a4 it did, 6/6)."""
+    marker = tmp_path / "planted-ran"
+    marker.touch()
+    marker.chmod(0o666)
+    py = worldenv.world_venv(tmp_path / "env", cudafix=True)
+    _plant_in_env(placement, worldenv.site_packages(py), marker, other)
+    if runner == "prolog":
+        p, _ = _prolog(shell, _conf(tmp_path / "etc", "CUDAFIX_PYTHON=%s\n" % py))
+        said = p.stderr
+    else:
+        got, out = _nhc([py], {"PATH": "/usr/bin:/bin"})
+        said = out.stdout + out.stderr
+    euids = marker.read_text().split()
+    assert "0" not in euids, "root ran the code another user planted in %s: %s" % (placement, said)
+    assert euids, "the planted code never ran: the case tests nothing (%s)" % said

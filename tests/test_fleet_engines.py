@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import shutil
 import signal
 import socket
@@ -81,6 +82,20 @@ PartitionName=debug Nodes=node[1-3] Default=YES MaxTime=INFINITE State=UP
 """
 
 
+_WORLD = []
+
+
+def _world_torch_cu() -> pathlib.Path:
+    """An env with torch 2.14.1+cu130's metadata (a stub torch) that an unprivileged user can run:
+    the prolog and NHC run the env's python as one since issue 36, and /root's venvs are 0700."""
+    if not _WORLD:
+        from tests import worldenv
+
+        root = worldenv.world_dir("cfxengines-")
+        _WORLD.append(worldenv.world_venv(root / "cu", torch="2.14.1+cu130", cuda="13.0"))
+    return _WORLD[0]
+
+
 @pytest.fixture(scope="module")
 def slurm(tmp_path_factory):
     missing = [b for b in SLURM_BINS if _which(b) is None]
@@ -100,7 +115,7 @@ def slurm(tmp_path_factory):
         "CUDAFIX_PYTHON=%s\nPYTHONPATH=%s\nHOME=%s\n"
         'if [ "$SLURMD_NODENAME" = node3 ] && [ -e %s/break-node3 ]; then\n'
         "  CUDAFIX_ASSUME_DRIVER=470.57.02\n  CUDAFIX_ASSUME_GPU='NVIDIA H100'\nfi\n"
-        % (VENVS / "torch-cu" / "bin" / "python", REPO, d, d))
+        % (_world_torch_cu(), REPO, d, d))
     (d / "prolog.sh").write_text("#!/bin/sh\nCUDAFIX_PROLOG_ENV=%s/prolog.env exec %s\n" % (d, REPO / "deploy" / "slurm" / "cudafix-prolog.sh"))
     for f in ("taskprolog.sh", "prolog.sh"):
         os.chmod(d / f, 0o755)
@@ -266,7 +281,7 @@ printf 'rc=%s\ndie=%s\n' "$rc" "$DIED"
     ({"CUDAFIX_ASSUME_DRIVER": "470.57.02", "CUDAFIX_ASSUME_GPU": "NVIDIA H100"}, "1", "cudafix driver-too-old: driver 470.57.02"),
 ])
 def test_nhc_check_module(tmp_path, what_if, want_rc, want_die):
-    py = VENVS / "torch-cu" / "bin" / "python"
+    py = _world_torch_cu()
     env = dict(os.environ, PYTHONPATH=str(REPO), **what_if)
     out = subprocess.run(["bash", "-c", NHC_HARNESS, "nhc", str(REPO / "deploy" / "nhc" / "cudafix.nhc"), str(py),
                           "--skip", "nccl-debug-verbose"], capture_output=True, text=True, env=env, timeout=300)

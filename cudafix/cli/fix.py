@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from typing import Any, List, Optional, Sequence
 
@@ -22,7 +21,10 @@ import click
 
 from cudafix.cli.report import EXIT_OK, analyse, emit, guarded, load_snapshot, source_options
 from cudafix.model.findings import ERROR, WARNING, RuleRun
-from cudafix.store.safefs import CHILD_CWD
+from cudafix.store import runner
+from cudafix.store.safefs import env_owners
+
+FIX_STEP_TIMEOUT_S = 6 * 3600.0  # one installer step (a large conda solve and download); then its group is killed
 
 EXIT_FAILED = 1  # a step failed, the user declined, or the re-check still finds a torch error or warning
 EXIT_REFUSED = 3  # the plan needs what `fix --apply` does not do (driver, root, a what-if snapshot)
@@ -134,7 +136,11 @@ def fix(apply_: bool, yes: bool, as_json: bool, **opts: Any) -> None:
         try:
             # the installer's own progress streams through (to stderr under --json); in `/`:
             # `python -m pip` would import a pip/ planted in the current directory (docs/security.md)
-            rc = subprocess.call(_argv(step), cwd=CHILD_CWD, stdout=sys.stderr.fileno() if as_json else None)
+            # the trusted runner: an installer of root's, ours or the env owner's, stdin closed,
+            # its own process group (killed with its children on SIGTERM / SIGINT)
+            out_fd = sys.stderr.fileno() if as_json else sys.stdout.fileno()
+            rc = runner.run_streamed(_argv(step), FIX_STEP_TIMEOUT_S, out_fd, sys.stderr.fileno(),
+                                     owners=env_owners(snap.python.prefix or sys.prefix)).returncode
         except OSError as exc:
             rc, failed = 127, "%s: %s" % (step.text, exc)
         if rc != 0:

@@ -62,14 +62,27 @@ def _keyed(sources: Tuple[str, ...]) -> Iterator:
     import os
 
     from cudafix.fleet import compare, parallel
-    from cudafix.fleet.inputs import InputError, iter_path, iter_stream
+    from cudafix.fleet.inputs import InputError, StreamTooLarge, iter_fd, iter_path
 
     for s in sources:
         if s != "-" and os.path.isdir(s):
             yield from parallel.iter_dir(s)
             continue
-        for item in (iter_stream(sys.stdin.read(), "<stdin>") if s == "-" else iter_path(s)):
-            yield compare.Keyed(item.source, error=item.message) if isinstance(item, InputError) else compare.keyed(item)
+        try:  # stdin streamed as a file is: each document at most 64 MiB, one line and exit 2 past it
+            for item in (iter_fd(_stdin(), "<stdin>") if s == "-" else iter_path(s)):
+                yield compare.Keyed(item.source, error=item.message) if isinstance(item, InputError) else compare.keyed(item)
+        except StreamTooLarge as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail("cannot read %s: %s" % ("stdin" if s == "-" else s, exc.strerror or exc))
+
+
+def _stdin():
+    """stdin's descriptor, or its binary stream where it has none (click's test runner)."""
+    try:
+        return sys.stdin.fileno()
+    except (OSError, ValueError, AttributeError):
+        return getattr(sys.stdin, "buffer", sys.stdin)
 
 
 def _fail(msg: str) -> None:

@@ -9,6 +9,8 @@ from typing import Dict, Optional
 
 import click
 
+from cudafix.render.text import printable
+
 
 def _bar(out, fraction: Optional[float], elapsed: float, estimate: Optional[float], added: int) -> None:
     if fraction is None or estimate is None:  # no PTX size: elapsed time and cache growth only
@@ -54,10 +56,11 @@ def warm_cmd(status_only: bool, background: bool) -> None:
     targets = warm.targets(snap)
     state = warm.load_state(cache_dir)
     if status_only:
-        click.echo("\n".join(warm.plan_lines(targets, snap, state, env)))
+        # file names, labels and reasons come from the disk: written out, never acted on by the terminal
+        click.echo("\n".join(printable(ln) for ln in warm.plan_lines(targets, snap, state, env)))
         return
     if not targets:
-        click.echo(warm.plan_lines(targets, snap, state, env)[0])
+        click.echo(printable(warm.plan_lines(targets, snap, state, env)[0]))
         return
     tty = sys.stderr.isatty() and not background
     failed = 0
@@ -66,7 +69,7 @@ def warm_cmd(status_only: bool, background: bool) -> None:
         mods = [m for m in t.modules if m.warmable]
         for m in t.modules:
             if not m.warmable:
-                click.echo("  skip %s: %s" % (m.label, m.why_not))
+                click.echo(printable("  skip %s: %s" % (m.label, m.why_not)))
         if not mods:
             continue
         if background and all(warm.is_warm(state, key, t, env).get(m.path) for m in mods):
@@ -82,10 +85,10 @@ def warm_cmd(status_only: bool, background: bool) -> None:
             sys.stderr.write("\n")
         if result.get("ok"):
             warm.record(cache_dir, key, t, {k: result[k] for k in ("seconds", "cache_added", "cache_path")})
-            click.echo("  done in %.1f s; JIT cache %s grew by %.1f MB" % (result["seconds"], result["cache_path"], int(result["cache_added"]) / 1e6))  # type: ignore[arg-type]
+            click.echo(printable("  done in %.1f s; JIT cache %s grew by %.1f MB" % (result["seconds"], result["cache_path"], int(result["cache_added"]) / 1e6)))  # type: ignore[arg-type]
         else:
             failed += 1
-            click.echo("  failed: %s" % result.get("error", "unknown error"), err=not background)
+            click.echo(printable("  failed: %s" % result.get("error", "unknown error")), err=not background)
     if lock is not None:
         lock.close()
     sys.exit(1 if failed else 0)

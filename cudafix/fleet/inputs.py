@@ -209,14 +209,133 @@ def iter_path(path: str) -> Iterator[Item]:
         for p in names:
             yield node_file(p)
         return
-    raw = read_file(path, regular_only=False)  # named by the user: a pipe (`--from <(pdsh ...)`) is fine
-    if isinstance(raw, InputError):
-        yield raw
+    # named by the user: a pipe (`--from <(pdsh ...)`) is fine; read as stdin is (iter_fd: each
+    # document bounded, the stream not), so a multi-node file and the same bytes on stdin agree
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        yield InputError(path, "cannot read: %s" % (exc.strerror or exc))
         return
-    items = list(iter_stream(raw.decode("utf-8", "replace"), path))
-    if len(items) == 1 and isinstance(items[0], Document):
-        items[0].source = path  # one document per file: the file names it
-    yield from items
+    try:
+        first: Optional[Item] = None
+        n = 0
+        for item in iter_fd(fd, path):
+            n += 1
+            if n == 1:
+                first = item
+                continue
+            if n == 2:
+                yield first  # type: ignore[misc]
+            yield item
+        if n == 1 and first is not None:
+            if isinstance(first, Document):
+                first.source = path  # one document per file: the file names it
+            yield first
+    except OSError as exc:
+        yield InputError(path, "cannot read: %s" % (exc.strerror or exc))
+    finally:
+        os.close(fd)
+
+
+class StreamTooLarge(ValueError):
+    """A document of a stream is over MAX_DOC_BYTES: the whole input is refused (one line, exit 2)."""
+
+
+READ_CHUNK = 1 << 20
+
+
+class _Reader:
+    """A descriptor's text as it arrives (UTF-8, errors replaced)."""
+
+    def __init__(self, fd) -> None:
+        import codecs
+
+        # a descriptor, or a binary file object (click's test runner gives stdin without one)
+        self.read = (lambda n: os.read(fd, n)) if isinstance(fd, int) else fd.read
+        self.buf, self.eof = "", False
+        self.dec = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def more(self, want: int) -> None:
+        got = 0
+        while not self.eof and got < want:
+            chunk = self.read(READ_CHUNK)
+            if not chunk:
+                self.eof = True
+                self.buf += self.dec.decode(b"", final=True)
+                return
+            got += len(chunk)
+            self.buf += self.dec.decode(chunk)
+
+    def take(self) -> str:
+        text, self.buf = self.buf, ""
+        return text
+
+
+def _too_large(name: str) -> StreamTooLarge:
+    return StreamTooLarge("%s: a document larger than %d MiB: not a snapshot" % (name, MAX_DOC_BYTES >> 20))
+
+
+def iter_fd(fd, source: str) -> Iterator[Item]:
+    """The documents of the stream on ``fd`` (a descriptor or a binary file: stdin, a file, a pipe) as they arrive, with the
+    limit of a node's file for EACH document (MAX_DOC_BYTES) -- the same for `--from -` and
+    `--from FILE`, whatever the stream's length: one document in memory at a time (pdsh: the
+    hosts' lines).  Raises StreamTooLarge for a document over the limit."""
+    r = _Reader(fd)
+    while not r.eof and "\n" not in r.buf and len(r.buf) <= MAX_DOC_BYTES:
+        r.more(1)
+    if _pdsh(r.buf):
+        yield from _demultiplex_fd(r, source)
+        return
+    jd = json.JSONDecoder()
+    k = 0
+    while True:
+        r.buf = r.buf.lstrip(" \t\r\n,")
+        while not r.buf and not r.eof:
+            r.more(1)
+            r.buf = r.buf.lstrip(" \t\r\n,")
+        if not r.buf:
+            return
+        k += 1
+        name = "%s#%d" % (source, k)
+        while True:
+            try:
+                data, end = jd.raw_decode(r.buf)
+                break
+            except _PARSE_ERRORS as exc:
+                if r.eof:
+                    yield InputError(name, "not JSON: %s" % _short(str(exc) or type(exc).__name__, 120))
+                    return  # the rest of the stream cannot be re-synchronised reliably
+                if len(r.buf) > MAX_DOC_BYTES:
+                    raise _too_large(name) from None
+                r.more(max(len(r.buf), READ_CHUNK))  # doubling: a large document is parsed O(log) times
+        if end > MAX_DOC_BYTES:
+            raise _too_large(name)
+        r.buf = r.buf[end:]
+        snap = _snapshot_member(data)
+        yield _not_snapshot(name, data) if snap is None else Document(name, snap, raw=b"" if snap is data else None)
+
+
+def _demultiplex_fd(r: _Reader, source: str) -> Iterator[Item]:
+    """pdsh output from a descriptor: each host's lines, at most MAX_DOC_BYTES per host."""
+    sizes: "collections.Counter[str]" = collections.Counter()
+    kept: List[str] = []
+    rest = ""
+    while True:
+        lines = (rest + r.take()).split("\n")
+        rest = "" if r.eof else lines.pop()
+        for line in lines:
+            m = _PDSH_LINE.match(line.rstrip("\r"))
+            if m:
+                sizes[m.group(1)] += len(line) + 1
+                if sizes[m.group(1)] > MAX_DOC_BYTES:
+                    raise _too_large("%s:%s" % (source, m.group(1)))
+            kept.append(line)
+        if len(rest) > MAX_DOC_BYTES:
+            raise _too_large(source)
+        if r.eof:
+            break
+        r.more(READ_CHUNK)
+    yield from _demultiplex("\n".join(kept), source)
 
 
 def split(items: Iterator[Item]) -> Tuple[List[Document], List[InputError]]:

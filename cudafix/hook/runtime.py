@@ -282,18 +282,22 @@ def at_torch_import(st):
     preloaded = []
     preloads = preloads_due(st, entry)
     if preloads:
-        import ctypes
+        from cudafix.store import trustload
 
         owners = safefs.env_owners(sys.prefix)
         lib_path = (exec_loader_vars() or environ).get("LD_LIBRARY_PATH")
         for rule, soname, path in preloads:
-            why = safefs.preload_refusal(path, lib_path, owners)  # checked again: files change
+            why = safefs.preload_refusal(path, lib_path, owners)  # the relative-dir rule; files change
             if why is not None:
                 say(st, "not preloading %s for %s: %s [%s]" % (path, soname, why, rule))
                 continue
             try:
-                # by its real path: the directories checked are the ones the loader opens
-                ctypes.CDLL(os.path.realpath(path), mode=ctypes.RTLD_GLOBAL)
+                # checked and loaded in one resolution (the trusted loader): a link flipped after
+                # the check above is caught by this one, never loaded
+                lib, _, why = trustload.load(path, owners, False, os.RTLD_GLOBAL)
+                if lib is None:
+                    say(st, "not preloading %s for %s: %s [%s]" % (path, soname, why, rule))
+                    continue
                 st.preloaded.append(path)
                 preloaded.append(rule)
                 say(st, "preloaded %s for %s [%s]" % (path, soname, rule))

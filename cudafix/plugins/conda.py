@@ -19,9 +19,11 @@ come from the activate.d scripts, never from this module.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from typing import Callable, List, Optional, Sequence, Tuple
+
+from cudafix.store import runner
+from cudafix.store.safefs import env_owners
 
 try:  # the marker conda's plugin manager looks for; absent conda, a no-op
     from conda.plugins import hookimpl
@@ -141,7 +143,7 @@ def hooks_state(prefix: str) -> Optional[bool]:
         return None
     try:
         installed, _lines = hooks_status(python, prefix)
-    except (OSError, subprocess.SubprocessError):
+    except OSError:
         return None
     return installed
 
@@ -172,25 +174,38 @@ def _prefix_of(python: str) -> str:
     return os.path.dirname(os.path.dirname(python))  # PREFIX/bin/python -> PREFIX
 
 
-def _run_env_cudafix(python: str, args: Sequence[str]) -> subprocess.CompletedProcess:
+class _Done(object):
+    """What the env's cudafix answered (text)."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def _run_env_cudafix(python: str, args: Sequence[str]) -> _Done:
     env = dict(os.environ)
     env["CUDAFIX_DISABLE"] = "1"  # the child's own startup hook has nothing to do here
-    # cwd: the prefix, so that a cudafix checkout in conda's own cwd cannot stand in for the env's
-    return subprocess.run([python, "-m", "cudafix"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL, env=env, timeout=HOOKS_TIMEOUT_S, universal_newlines=True,
-                          cwd=_prefix_of(python))
+    # the trusted runner: from / (a cudafix checkout in conda's own cwd cannot stand in for the
+    # env's), an interpreter of root's, ours or the env owner's.  Not -I: `-m cudafix` is the
+    # env's own cudafix, found where the env's programs find it.
+    res = runner.run([python, "-m", "cudafix"] + list(args), HOOKS_TIMEOUT_S, env=env,
+                     owners=env_owners(_prefix_of(python)))
+    if res.timed_out:
+        raise OSError("`%s -m cudafix %s` did not finish within %.0f s" % (python, " ".join(args), HOOKS_TIMEOUT_S))
+    return _Done(res.returncode, res.text(), res.text("stderr"))
 
 
 def env_has_cudafix(python: str) -> bool:
-    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('cudafix') else 3)"
+    # a package with a file (origin): a bare directory named cudafix (a namespace package) in `/`,
+    # the runner's cwd, is not an installed cudafix
+    probe = ("import importlib.util, sys; s = importlib.util.find_spec('cudafix'); "
+             "sys.exit(0 if s is not None and s.origin not in (None, 'namespace') else 3)")
     env = dict(os.environ)
     env["CUDAFIX_DISABLE"] = "1"
     try:
-        proc = subprocess.run([python, "-c", probe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              stdin=subprocess.DEVNULL, env=env, timeout=HOOKS_TIMEOUT_S, cwd=_prefix_of(python))
-    except (OSError, subprocess.TimeoutExpired):
+        proc = runner.run([python, "-c", probe], HOOKS_TIMEOUT_S, env=env, owners=env_owners(_prefix_of(python)))
+    except OSError:
         return False
-    return proc.returncode == 0
+    return proc.returncode == 0 and not proc.timed_out
 
 
 def hooks_status(python: str, prefix: str) -> Tuple[bool, str]:

@@ -163,10 +163,16 @@ def query_driver_cuda_version(libcuda_path: str) -> Tuple[Optional[int], Optiona
     """cuDriverGetVersion WITHOUT cuInit, via ctypes on the located libcuda: (13000, None) or (None, reason)."""
     import ctypes  # only where a libcuda was found (~2.5 ms of imports otherwise spared)
 
-    try:
-        lib = ctypes.CDLL(libcuda_path)
-    except OSError as exc:
-        return None, "cannot load %s: %s" % (libcuda_path, exc)
+    from cudafix.store import trustload
+
+    # the trusted loader: never a libcuda another user owns or can replace (one found on an
+    # LD_LIBRARY_PATH entry in anyone's directory), checked and loaded in one resolution
+    if libcuda_path.startswith("/"):
+        lib, _, why = trustload.load(libcuda_path, (), sticky_ok=True)
+    else:  # a soname: a copy on LD_LIBRARY_PATH through the same check
+        lib, why = trustload.load_soname(libcuda_path, os.environ.get("LD_LIBRARY_PATH"))
+    if lib is None:
+        return None, why if why.startswith("cannot load") else "not loaded: %s" % why
     try:
         fn = lib.cuDriverGetVersion
     except AttributeError:

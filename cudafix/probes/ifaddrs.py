@@ -48,17 +48,20 @@ _Ifaddrs._fields_ = [
 
 def _libc() -> ctypes.CDLL:
     """The C library with getifaddrs.  The interpreter's own namespace first: dlopen(NULL) sees the libc
-    Python is linked to, the one find_library("c") names, without importing ctypes.util (subprocess,
-    shutil, tempfile: ~20 ms) and running ldconfig -p; find_library only where that lacks the symbol."""
+    Python is linked to (nothing read from a file); else glibc's soname through the trusted loader
+    (store/trustload.py) -- never ctypes.util.find_library, which runs ldconfig and gcc."""
+    from cudafix.store import trustload
+
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc = trustload.load_process()
         if libc.getifaddrs and libc.freeifaddrs:  # AttributeError where the symbols are missing
             return libc
         raise AttributeError("getifaddrs")
     except (OSError, AttributeError):
-        from ctypes.util import find_library  # (a plain `import ctypes.util` would make ctypes local here)
-
-        return ctypes.CDLL(find_library("c") or "libc.so.6", use_errno=True)
+        lib, why = trustload.load_soname("libc.so.6", os.environ.get("LD_LIBRARY_PATH"), use_errno=True)
+        if lib is None:
+            raise OSError(why)
+        return lib
 
 
 def socket_interfaces() -> Tuple[Optional[List[str]], str]:

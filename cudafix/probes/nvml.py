@@ -107,7 +107,12 @@ class _Start:
     def _run(self) -> None:
         try:
             ctypes = self._ctypes
-            lib = ctypes.CDLL(LIBRARY)
+            from cudafix.store import trustload
+
+            # the trusted loader: a copy on LD_LIBRARY_PATH only if root or we own it
+            lib, why = trustload.load_soname(LIBRARY, os.environ.get("LD_LIBRARY_PATH"))
+            if lib is None:
+                raise OSError(why)
             if lib.nvmlInit_v2() == NVML_SUCCESS:
                 self._lib = lib
                 count, handle = ctypes.c_uint(0), ctypes.c_void_p()

@@ -107,7 +107,7 @@ def read_pe(path: str) -> Tuple[Optional[PeFile], Optional[str]]:
         return None, str(exc)
     try:
         return _parse(_Reader(fd, st.st_size), path), None
-    except (PeError, struct.error) as exc:
+    except (PeError, struct.error, ValueError, OverflowError) as exc:  # a crafted field: this file, not the probe
         return None, "not a readable PE file: %s" % exc
     except OSError as exc:
         return None, "cannot read: %s" % (exc.strerror or exc)
@@ -143,7 +143,8 @@ def _parse(r: _Reader, path: str) -> PeFile:
         raw = r.read(opt + optsize + 40 * i, 40)
         name = raw[:8].rstrip(b"\0").decode("utf-8", "replace")
         vsize, va, rsize, roff = struct.unpack("<IIII", raw[8:24])
-        if name.startswith("/") and name[1:].isdigit() and strtab:
+        # ASCII digits only: str.isdigit() is also true of "²", which int() refuses (issue 36)
+        if name.startswith("/") and 0 < len(name) - 1 <= 7 and all(c in "0123456789" for c in name[1:]) and strtab:
             name = _cstr(r, strtab + int(name[1:])) or name  # a long name (mingw images keep a string table)
         pe.sections.append(PeSection(name, va, vsize, roff, rsize))
 

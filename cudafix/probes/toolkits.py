@@ -149,16 +149,23 @@ def cached_nvcc_version(nvcc: str, cache_dir: Optional[str], timeout: float = NV
 
 
 def run_nvcc_version(nvcc: str, timeout: float = NVCC_TIMEOUT_S) -> Tuple[Optional[str], Optional[str]]:
-    import subprocess  # here: with the nvcc cache warm, `status` needs no subprocess module
+    import sys
 
+    from cudafix.store import runner  # here: with the nvcc cache warm, `status` needs no subprocess module
+    from cudafix.store.safefs import env_owners
+
+    # the trusted runner: an nvcc of root's, ours or the env owner's only (never another user's
+    # $CUDA_HOME/bin/nvcc, also not as root), its process group killed on the timeout
     try:
-        out = subprocess.run([nvcc, "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             timeout=timeout, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return None, "`%s --version` timed out after %.0f s" % (nvcc, timeout)
+        out = runner.run([nvcc, "--version"], timeout, merge_stderr=True, max_output=1 << 16,
+                         owners=env_owners(sys.prefix))
+    except runner.RunRefused as exc:
+        return None, str(exc)
     except OSError as exc:
         return None, "cannot run %s: %s" % (nvcc, describe_oserror(exc))
-    text = out.stdout.decode("utf-8", "replace")
+    if out.timed_out:
+        return None, "`%s --version` timed out after %.0f s" % (nvcc, timeout)
+    text = out.text()
     ver = parse_nvcc_version(text)
     return (ver, None) if ver else (None, "`%s --version` printed no release line" % nvcc)
 

@@ -287,33 +287,18 @@ def sig_mtime_ns(sig):
 def safe_to_load(path, owners=(0,), sticky_ok=False):
     """None if the library at ``path`` may be loaded into this process, else the reason.
 
-    It must be an absolute path whose real file and every directory above it are owned by root,
-    us or one of ``owners`` (the env's owner: whoever can already change torch) and writable by
-    nobody else -- no sticky exception for a preload: it never comes from /tmp or the current dir.
-    ``sticky_ok`` (warm, which loads what the user's own program would): a sticky directory
-    writable by others (/tmp, which holds torch's default TORCH_EXTENSIONS_DIR) may sit above the
-    module's own directory, since nobody else can rename or replace an entry of ours in it.
+    It must be an absolute path whose real file, every directory above it and every directory
+    holding a link on the way are owned by root, us or one of ``owners`` (the env's owner:
+    whoever can already change torch) and writable by nobody else -- no sticky exception for a
+    preload: it never comes from /tmp or the current dir.  ``sticky_ok`` (warm, which loads what
+    the user's own program would): a sticky directory writable by others (/tmp, which holds
+    torch's default TORCH_EXTENSIONS_DIR) may sit above the module's own directory, since nobody
+    else can rename or replace an entry of ours in it.  The one check: store/trustload.py (which
+    also loads: a check here followed by a load elsewhere is two resolutions, issue 36 H1).
     """
-    if not isinstance(path, str) or not path.startswith("/"):
-        return "not an absolute path"
-    uid = os.geteuid()
-    ok = set(owners) | {0, uid}
-    try:
-        real = os.path.realpath(path)
-        st = os.stat(real)
-        if st.st_mode & _IFMT != _IFREG or st.st_uid not in ok or st.st_mode & 0o022:
-            return "%s is not a file of root or the env's owner writable only by them" % real
-        d = own = os.path.dirname(real)
-        while True:
-            st = os.stat(d)
-            sticky = sticky_ok and d != own and st.st_mode & _ISVTX
-            if st.st_uid not in ok or (st.st_mode & 0o022 and not sticky):
-                return "directory %s can be written by a user other than root or the env's owner" % d
-            if d == "/":
-                return None
-            d = os.path.dirname(d)
-    except (OSError, ValueError) as exc:
-        return "%s: %s" % (type(exc).__name__, exc)
+    from cudafix.store import trustload
+
+    return trustload.refusal(path, owners, sticky_ok)
 
 
 def env_owners(prefix):

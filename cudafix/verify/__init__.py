@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 from typing import Any, Dict, List, Optional
 
@@ -64,17 +63,21 @@ class VerifyError(RuntimeError):
 
 def run_child(python: str, quick: bool, timeout: float) -> Dict[str, Any]:
     child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
-    cmd = [python, child] + (["--quick"] if quick else [])
+    from cudafix.store import runner
+    from cudafix.store.safefs import env_owners
+
+    # the trusted runner: -I, from /, stdin closed, its own process group, bounded output
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd="/")  # never the caller's dir (as store/safefs.CHILD_CWD)
-    except subprocess.TimeoutExpired:
-        raise VerifyError("the torch check did not finish within %ds (a PTX JIT stall looks like this: "
-                          "run `cudafix status`)" % timeout) from None
+        proc = runner.run(runner.python_argv(python, child, *(["--quick"] if quick else [])), timeout,
+                          owners=env_owners(os.path.dirname(os.path.dirname(python))))
     except OSError as exc:
         raise VerifyError("cannot run %s: %s" % (python, exc)) from None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.timed_out:
+        raise VerifyError("the torch check did not finish within %ds (a PTX JIT stall looks like this: "
+                          "run `cudafix status`)" % timeout)
+    lines = [ln for ln in proc.text().splitlines() if ln.startswith("{")]
     if not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        tail = (proc.text("stderr").strip().splitlines() or ["no output"])[-1]
         raise VerifyError("the torch check in %s failed: %s" % (python, tail))
     try:
         return json.loads(lines[-1])

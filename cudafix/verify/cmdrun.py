@@ -19,11 +19,11 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from cudafix.store import runner
 from cudafix.store.fsutil import scratch_dirs
 from cudafix.verify import attribution
 
@@ -103,6 +103,10 @@ def run_command(cmd: Sequence[str], repeat: int = 1, timeout: float = 3600.0,
     walls: Dict[str, List[float]] = {}
     runs: List[Dict[str, Any]] = []
     growth = 0
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = "/"
     tmp = tempfile.mkdtemp(prefix="cudafix-firstrun-cmd-")
     try:
         for i, (name, rep) in enumerate(plan):
@@ -120,20 +124,23 @@ def run_command(cmd: Sequence[str], repeat: int = 1, timeout: float = 3600.0,
             before = _dir_bytes(jit)
             t = time.perf_counter()
             try:
-                proc = subprocess.run(list(cmd), env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+                # the trusted runner: the user's own command (not owner-checked: they named it), in
+                # their directory, stdin closed, its own process group killed when it exits or on
+                # the timeout / SIGTERM / SIGINT, output kept as a head and a tail
+                proc = runner.run(list(cmd), timeout, env=e, check_exe=False, merge_stderr=True, cwd=cwd)
             except OSError as exc:
                 raise CommandFailed(name, i + 1, len(plan), 127, [str(exc)]) from None
-            except subprocess.TimeoutExpired:
-                raise CommandFailed(name, i + 1, len(plan), 124, ["timed out after %ds" % timeout]) from None
+            if proc.timed_out:
+                raise CommandFailed(name, i + 1, len(plan), 124, ["timed out after %ds" % timeout])
             wall = time.perf_counter() - t
             added = _dir_bytes(jit) - before
             if name == "cold":
                 growth = max(growth, added)
-            last = (proc.stdout.decode(errors="replace").strip().splitlines() or [""])[-1]
+            last = (proc.text().strip().splitlines() or [""])[-1]
             runs.append({"run": name, "repeat": rep, "wall_s": round(wall, 4), "rc": proc.returncode,
                          "jit_cache_added_bytes": added, "last_line": last[-300:]})
             if proc.returncode != 0:
-                tail = proc.stdout.decode(errors="replace").strip().splitlines()[-5:]
+                tail = proc.text().strip().splitlines()[-5:]
                 raise CommandFailed(name, i + 1, len(plan), proc.returncode, tail)
             walls.setdefault(name, []).append(wall)
     finally:

@@ -21,12 +21,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from cudafix.store import runner, trustload
 from cudafix.store.fsutil import scratch_dirs
+from cudafix.store.safefs import env_owners
 from cudafix.verify import attribution
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "firstrun_child.py")
@@ -90,7 +91,23 @@ def _child_env(base: Dict[str, str], name: str, dirs: Dict[str, str], env_loadin
     return env
 
 
-def _child_args(name: str, batch: int, imgsz: int, half: bool, iters: int, modules: Sequence[str], device: str) -> List[str]:
+def load_specs(modules: Sequence[str], owners: Sequence[int]) -> Tuple[List[Dict[str, Any]], List[Dict[str, str]]]:
+    """(what the child loads, what it must not): each module through the trusted loader
+    (store/trustload.py) as warm checks it -- a module another user owns or can write never runs
+    its constructors here, and the child loads the file checked or nothing (issue 36, H2)."""
+    specs: List[Dict[str, Any]] = []
+    refused: List[Dict[str, str]] = []
+    for m in modules:
+        spec, why = trustload.spec_of(m, tuple(owners), sticky_ok=True)
+        if spec is None:
+            refused.append({"path": m, "why": "not loaded: %s (a module another user owns or can write never is)" % why})
+        else:
+            specs.append(spec)
+    return specs, refused
+
+
+def _child_args(name: str, batch: int, imgsz: int, half: bool, iters: int, modules: Sequence[str], device: str,
+                owners: Sequence[int] = ()) -> List[str]:
     args = ["--batch", str(batch), "--imgsz", str(imgsz), "--iters", str(iters), "--device", device]
     if half:
         args.append("--half")
@@ -100,22 +117,24 @@ def _child_args(name: str, batch: int, imgsz: int, half: bool, iters: int, modul
         args.append("--compile")
     if name.startswith("modules"):
         args.append("--load-only")
-        for m in modules:
-            args += ["--load", m]
+        # checked again before every run (files change): the child gets the checked file only
+        for spec in load_specs(modules, owners)[0]:
+            args += ["--load", json.dumps(spec, sort_keys=True)]
     return args
 
 
 def run_child(python: str, args: Sequence[str], env: Dict[str, str], timeout: float) -> Dict[str, Any]:
+    # the trusted runner: -I, cwd /, stdin closed, its own process group, bounded output
     try:
-        proc = subprocess.run([python, CHILD] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise FirstRunError("a first-run child did not finish within %ds" % timeout) from None
+        proc = runner.run(runner.python_argv(python, CHILD, *args), timeout, env=env,
+                          owners=env_owners(os.path.dirname(os.path.dirname(python))))
     except OSError as exc:
         raise FirstRunError("cannot run %s: %s" % (python, exc)) from None
-    lines = [ln for ln in proc.stdout.decode(errors="replace").splitlines() if ln.startswith("{")]
+    if proc.timed_out:
+        raise FirstRunError("a first-run child did not finish within %ds" % timeout)
+    lines = [ln for ln in proc.text().splitlines() if ln.startswith("{")]
     if not lines:
-        tail = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        tail = (proc.text("stderr").strip().splitlines() or ["no output"])[-1]
         raise FirstRunError("the first-run child failed (exit %d): %s" % (proc.returncode, tail))
     try:
         return json.loads(lines[-1])
@@ -159,6 +178,11 @@ def _run_all(python: str, batch: int, imgsz: int, half: bool, repeat: int, with_
             "torch %s cannot use a GPU here (%s): no first-run cost could be measured on a GPU"
             % (probe.get("torch"), "a CPU-only build" if not probe.get("torch_cuda") else "torch.cuda.is_available() is False")])
         return report
+    owners = env_owners(str(probe.get("prefix") or os.path.dirname(os.path.dirname(python))))
+    specs, refused = load_specs(modules, owners)
+    if refused:
+        report["skipped_modules"] = refused
+        modules = [s["path"] for s in specs]
     plan = plan_runs(repeat, with_compile, modules)
     progress("cudafix verify --first-run: %d runs of the built-in detector, each a fresh process" % len(plan))
     variants: Dict[str, List[Dict[str, Any]]] = {}
@@ -167,7 +191,7 @@ def _run_all(python: str, batch: int, imgsz: int, half: bool, repeat: int, with_
                 "inductor": os.path.join(tmp, "inductor%d" % rep)}
         scratch_dirs(tmp, [os.path.basename(d) for d in dirs.values()])
         progress("  [%d/%d] %s" % (i + 1, len(plan), name))
-        out = run_child(python, _child_args(name, batch, imgsz, half, iters, modules, device),
+        out = run_child(python, _child_args(name, batch, imgsz, half, iters, modules, device, owners),
                         _child_env(base_env, name, dirs, env_loading), timeout)
         if out.get("child_error") or out.get("run_error"):
             raise FirstRunError("the %s run failed: %s" % (name, out.get("child_error") or out.get("run_error")))

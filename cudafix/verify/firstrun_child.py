@@ -8,7 +8,8 @@ loading, torch.compile) and attributes the differences; this child only measures
 
 Prints one JSON object on stdout.  Python 3.8 compatible; depends only on torch and the stdlib.
 Usage: firstrun_child.py [--batch N] [--imgsz N] [--half] [--benchmark] [--compile] [--iters N]
-                         [--load PATH ...] [--load-only] [--device cuda|cpu]
+                         [--load SPEC ...] [--load-only] [--device cuda|cpu]
+(SPEC: the parent's trusted-loader answer for one module, JSON: path, real, dev, ino)
 """
 
 from __future__ import annotations
@@ -83,21 +84,30 @@ def build_detector(torch: Any) -> Any:
     return Detector()
 
 
-def _load(path: str) -> None:
-    """Load an extension module from its file, as its importer would (torch already imported): a
-    Python extension through the import system, any other shared object by dlopen (ctypes)."""
+def _trustload() -> Any:
+    """cudafix's trusted loader (store/trustload.py, stdlib only), imported from this file's own
+    install: the child runs with -I, so nothing of cudafix is on its sys.path."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("_cudafix_trustload", os.path.join(here, "store", "trustload.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def _load(arg: str) -> None:
+    """Load an extension module the parent checked (a JSON spec: its real path and identity, from
+    the trusted loader), as its importer would (torch already imported): a Python extension
+    through the import system, any other shared object by dlopen.  A file that is not the one
+    checked is refused (OSError / ImportError), never loaded."""
+    m = json.loads(arg)
+    path = m["real"]
+    tl = _trustload()
     if not any(path.endswith(s) for s in importlib.machinery.EXTENSION_SUFFIXES) or os.path.basename(path).startswith("lib"):
         import ctypes
 
-        ctypes.CDLL(path, mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+        tl.load_opened(path, m["dev"], m["ino"], getattr(ctypes, "RTLD_GLOBAL", 0))
         return
-    name = os.path.basename(path).split(".", 1)[0]
-    loader = importlib.machinery.ExtensionFileLoader(name, path)
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    if spec is None:
-        raise ImportError("cannot load %s" % path)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
+    tl.import_extension(os.path.basename(path).split(".", 1)[0], path, m["dev"], m["ino"])
 
 
 def _sync(torch: Any, dev: str) -> None:
@@ -117,6 +127,7 @@ def _timed_iters(torch: Any, m: Any, x: Any, dev: str, n: int) -> List[float]:
 
 def measure(a: argparse.Namespace) -> Dict[str, Any]:
     out: Dict[str, Any] = {"schema": "cudafix.verify.first-run-child/1", "python": sys.version.split()[0],
+                           "prefix": sys.prefix,
                            "batch": a.batch, "imgsz": a.imgsz, "half": a.half, "benchmark": a.benchmark,
                            "compile": a.compile, "env": {k: os.environ[k] for k in (
                                "CUDA_MODULE_LOADING", "CUDA_CACHE_PATH", "CUDA_CACHE_MAXSIZE", "CUDA_CACHE_DISABLE",

@@ -21,12 +21,12 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
-import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from cudafix.knowledge import interconnect
+from cudafix.store import runner
+from cudafix.store.safefs import env_owners
 
 CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nccl_child.py")
 FAST, SINGLE, DEGRADED, FAILED = "fast path", "single GPU", "degraded", "failed"
@@ -140,25 +140,21 @@ def run_ranks(python: str, world: int, timeout: float,
     base = dict(os.environ if env is None else env)
     base.update(CHILD_ENV)
     base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(world))
-    procs = []
-    for r in range(world):
-        e = dict(base, RANK=str(r), LOCAL_RANK=str(r))
-        try:
-            procs.append(subprocess.Popen([python, CHILD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e))
-        except OSError as exc:
-            for p in procs:
-                p.kill()
-            raise NcclError("cannot run %s: %s" % (python, exc)) from None
-    deadline = time.monotonic() + timeout
+    owners = env_owners(os.path.dirname(os.path.dirname(python)))
+    # the trusted runner, all ranks at once: -I, from /, stdin closed, each its own process group
+    # (all killed on the timeout, SIGTERM or SIGINT), bounded output
+    jobs = [runner.Job(runner.python_argv(python, CHILD), dict(base, RANK=str(r), LOCAL_RANK=str(r)), owners=owners)
+            for r in range(world)]
+    try:
+        results = runner.run_all(jobs, timeout)
+    except OSError as exc:
+        raise NcclError("cannot run %s: %s" % (python, exc)) from None
+    if any(p.timed_out for p in results):
+        raise NcclError("the NCCL check did not finish within %ds (a rendezvous or a collective hung)" % timeout)
     children: List[Dict[str, Any]] = []
     logs: List[str] = []
-    for r, p in enumerate(procs):
-        try:
-            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise NcclError("the NCCL check did not finish within %ds (a rendezvous or a collective hung)" % timeout) from None
+    for p in results:
+        out, err = p.stdout, p.stderr
         text = out.decode(errors="replace").splitlines()
         lines = [ln for ln in text if ln.startswith("{")]
         try:

@@ -21,10 +21,17 @@ NVML_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS
 
 
 def nvml_topology(count: int) -> Dict[str, Any]:
-    try:
-        nv = ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError as exc:
-        return {"error": "libnvidia-ml.so.1: %s" % exc}
+    import importlib.util
+
+    # cudafix's trusted loader (store/trustload.py), from this file's own install (-I: nothing of
+    # cudafix on sys.path): a libnvidia-ml on LD_LIBRARY_PATH only if root or we own it
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("_cudafix_trustload", os.path.join(here, "store", "trustload.py"))
+    tl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tl)  # type: ignore[union-attr]
+    nv, why = tl.load_soname("libnvidia-ml.so.1", os.environ.get("LD_LIBRARY_PATH"))
+    if nv is None:
+        return {"error": "libnvidia-ml.so.1: %s" % why}
     if nv.nvmlInit_v2() != 0:
         return {"error": "nvmlInit failed"}
     gpus: List[Dict[str, Any]] = []

@@ -109,6 +109,16 @@ def load_refusal(path: str, owners: Sequence[int], at_load: bool = True) -> Opti
     return None if why is None else "not loaded: %s (a module another user owns or can write never is)" % why
 
 
+def load_spec(path: str, owners: Sequence[int]):
+    """(what the warm child needs to load ``path``, None) or (None, why not): :func:`load_refusal`'s
+    check by the trusted loader (store/trustload.py), resolved once; the child loads exactly the
+    file checked (its real path and identity) or nothing."""
+    from cudafix.store import trustload
+
+    spec, why = trustload.spec_of(path, tuple(owners), sticky_ok=True)
+    return (spec, None) if why is None else (None, "not loaded: %s (a module another user owns or can write never is)" % why)
+
+
 def targets(snap: Snapshot) -> List[WarmTarget]:
     """What needs PTX JIT on each visible GPU architecture: from the snapshot, plus the trust check
     of each module to dlopen on this machine (:func:`load_refusal`)."""

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Dict, Mapping, Optional, Sequence
 
 from cudafix.knowledge import knobs
 from cudafix.model.snapshot import Snapshot
-from cudafix.store.safefs import CHILD_CWD, env_owners, open_private, open_private_file
+from cudafix.store import runner, trustload
+from cudafix.store.safefs import env_owners, open_private, open_private_file
 from cudafix.warm.plan import (
     LOCK_FILE,
     LOG_FILE,
@@ -22,7 +21,7 @@ from cudafix.warm.plan import (
     dir_bytes,
     is_warm,
     child_env,
-    load_refusal,
+    load_spec,
     child_spec,
     load_state,
     TRIGGER_RULES,
@@ -36,21 +35,25 @@ spec = json.loads(sys.argv[1])
 t0 = time.perf_counter()
 def say(**kw):
     sys.stdout.write(json.dumps(kw) + "\n"); sys.stdout.flush()
+import importlib.util
+_s = importlib.util.spec_from_file_location("_cudafix_trustload", spec["trustload"])
+trustload = importlib.util.module_from_spec(_s)
+_s.loader.exec_module(trustload)
 if spec["import_torch"]:
     import torch  # torch loads its libraries as the program does
     say(step="import torch", t=time.perf_counter() - t0)
-for p in spec["libs"]:
+for m in spec["libs"]:
+    p = m["path"]
     try:
-        ctypes.CDLL(p, mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+        trustload.load_opened(m["real"], m["dev"], m["ino"], os.RTLD_NOW | os.RTLD_GLOBAL)
         say(step="dlopen", path=p, t=time.perf_counter() - t0)
     except OSError as exc:
         say(step="dlopen-failed", path=p, error=str(exc))
 rc = {}
 for soname in spec["cudarts"]:
-    try:
-        rt = ctypes.CDLL(soname)
-    except OSError as exc:
-        rc[soname] = "cannot load: %s" % exc
+    rt, why = trustload.load_soname(soname, os.environ.get("LD_LIBRARY_PATH"), spec["owners"])
+    if rt is None:
+        rc[soname] = "cannot load: %s" % why
         continue
     t1 = time.perf_counter()
     rc[soname] = rt.cudaFree(ctypes.c_void_p(0))
@@ -64,39 +67,33 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
     """Warm one target in a child; ``progress(fraction, elapsed, estimate, cache_added)`` is
     called a few times a second (fraction and estimate None when the PTX size is not known).  Returns the child's last report plus measured numbers."""
     spec = child_spec(target, snap)
-    # checked again just before the load (the plan's check may be minutes old), and loaded by the
-    # real path that was checked: a link swapped in between cannot point the child elsewhere
+    # checked again just before the load (the plan's check may be minutes old) by the trusted
+    # loader, which hands the child the real path it resolved ONCE and the opened file's identity:
+    # the child loads that file or nothing (a link flipped after the check cannot redirect it)
     owners = env_owners(snap.python.prefix) if snap.python.prefix else ()
-    refused = [(p, load_refusal(p, owners)) for p in spec["libs"]]  # type: ignore[union-attr]
-    spec["libs"] = [os.path.realpath(p) for p, why in refused if why is None]
-    refused = [(p, why) for p, why in refused if why is not None]
+    checked = [(p,) + load_spec(p, owners) for p in spec["libs"]]  # type: ignore[union-attr]
+    spec["libs"] = [s for _, s, why in checked if why is None]
+    refused = [(p, why) for p, _, why in checked if why is not None]
+    spec["owners"] = list(owners)
+    spec["trustload"] = trustload.__file__
     cenv = child_env(target, env)
     cpath = cache_path(cenv)
     before = dir_bytes(cpath)
     est = max(target.estimate_s(), 0.5) if target.size_known else None
     start = time.monotonic()
-    # Files, not pipes: a child that writes a lot (torch's warnings) never blocks on a full pipe
-    # while we poll it.
-    with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
-        proc = subprocess.Popen([python, "-c", CHILD, json.dumps(spec)], stdout=fout, stderr=ferr,
-                                stdin=subprocess.DEVNULL, env=cenv, cwd=CHILD_CWD)  # never the caller's dir
-        try:
-            while proc.poll() is None:
-                el = time.monotonic() - start
-                if el > timeout:
-                    proc.kill()
-                    break
-                if progress is not None:
-                    progress(min(el / est, 0.99) if est else None, el, est, dir_bytes(cpath) - before)
-                time.sleep(0.25)
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        fout.seek(0)
-        ferr.seek(0)
-        out, err = fout.read(), ferr.read()
+
+    def tick(el: float) -> None:
+        if progress is not None:
+            progress(min(el / est, 0.99) if est else None, el, est, dir_bytes(cpath) - before)
+
+    # the trusted runner: from / (never the caller's dir), stdin closed, its own process group
+    # killed on the timeout / SIGTERM / SIGINT, output bounded (torch's warnings drained as they
+    # come).  Not -I: the child imports the torch the user's programs import (PYTHONPATH too).
+    try:
+        res = runner.run([python, "-c", CHILD, json.dumps(spec)], timeout, env=cenv, tick=tick, owners=owners)
+        out, err, rc = res.stdout, res.stderr, res.returncode
+    except OSError as exc:
+        out, err, rc = b"", str(exc).encode(), 127
     el = time.monotonic() - start
     steps = []
     for line in out.decode("utf-8", "replace").splitlines():
@@ -105,13 +102,13 @@ def run_child(python: str, target: WarmTarget, snap: Snapshot, env: Mapping[str,
         except ValueError:
             continue
     done = steps[-1] if steps and steps[-1].get("step") == "done" else None
-    ok = proc.returncode == 0 and done is not None and all(v == 0 for v in (done.get("rc") or {}).values()) and bool(done.get("rc"))
+    ok = rc == 0 and done is not None and all(v == 0 for v in (done.get("rc") or {}).values()) and bool(done.get("rc"))
     failed = [s for s in steps if s.get("step") == "dlopen-failed"]
     result: Dict[str, object] = {"ok": ok and not failed, "seconds": round(el, 3), "cache_added": dir_bytes(cpath) - before,
-                                 "cache_path": cpath, "steps": steps, "rc": proc.returncode}
+                                 "cache_path": cpath, "steps": steps, "rc": rc}
     if not ok:
         lines = err.decode("utf-8", "replace").strip().splitlines()
-        result["error"] = lines[-1] if lines else "child exited with %s" % proc.returncode
+        result["error"] = lines[-1] if lines else "child exited with %s" % rc
     if failed:
         result["error"] = "; ".join("%s: %s" % (os.path.basename(s["path"]), s.get("error")) for s in failed)
     if refused:  # never recorded warm: the module was not loaded
@@ -141,10 +138,10 @@ def start_background(snap: Snapshot, finding_rules: Sequence[str], env: Mapping[
     fd, _ = open_private(log)
     if fd is None:
         return None
-    try:
-        subprocess.Popen([python or sys.executable, "-m", "cudafix", "warm", "--background"], stdin=subprocess.DEVNULL,
-                         stdout=fd, stderr=fd, env=dict(env), start_new_session=True, close_fds=True,
-                         cwd=CHILD_CWD)  # `-m` imports from the cwd: never the activating shell's
+    try:  # the trusted runner, detached: from / (`-m` imports from the cwd: never the activating shell's)
+        runner.spawn_detached([python or sys.executable, "-m", "cudafix", "warm", "--background"], dict(env), fd)
+    except OSError:
+        return None
     finally:
         os.close(fd)
     return log

@@ -217,8 +217,8 @@ if ( $_cudafix_run ) then
       endif
       if ( $_cudafix_t ) then
         source "$_cudafix_a:q"
-        rm -f -- "$_cudafix_a:q" >& /dev/null
-        rmdir -- "$_cudafix_p:q" >& /dev/null
+        /bin/rm -f -- "$_cudafix_a:q" >& /dev/null
+        /bin/rmdir -- "$_cudafix_p:q" >& /dev/null
       else
 """ + _indent(_echo("cudafix: skipped (the file the env's python wrote is not a private file of this user)"), 8) + r"""      endif
     endif
