@@ -20,7 +20,7 @@ import textwrap
 
 import pytest
 
-from cudafix.verify import attribution, cmdattr, cmdprobe, cmdrun
+from cudafix.verify import attribution, cmdrun
 from tests.conftest import FIXTURES, run_dev_cudafix
 
 # the program's "kernel files": the two modules warm covers, and one it does not (cuDNN's, say)
@@ -52,7 +52,6 @@ def _write(tmp_path: pathlib.Path, name: str, text: str) -> pathlib.Path:
 def _unit(name: str) -> cmdrun.WarmUnit:
     def warm(cache_dir: str):
         pathlib.Path(cache_dir, name).write_bytes(b"w" * 4096)
-        return None
     return cmdrun.WarmUnit(name, warm)
 
 
@@ -86,6 +85,8 @@ def test_each_module_share_is_measured_and_the_rest_named(tmp_path):
 def test_cost_is_the_difference_of_minima_and_noise_is_measured():
     """A stalled run (one slow outlier) changes neither the cost nor its noise; runs that do not
     agree on their minimum make the same difference 'within noise'."""
+    from cudafix.verify import cmdattr
+
     c = cmdattr.compare({"cold": [5.0, 9.0, 5.1], "warm": [4.0, 4.05, 7.5]}, "cold", "warm")
     assert c["seconds"] == pytest.approx(1.0) and c["noise_s"] == pytest.approx(0.1) and c["significant"]
     assert c["spread_s"] == pytest.approx(4.0)
@@ -130,6 +131,7 @@ TORCH_PROG = textwrap.dedent('''
 def test_causes_a_torch_program_cannot_have_are_not_used(tmp_path, torch_cpu_python):
     """A real torch program that never calls torch.compile nor sets cudnn.benchmark, on the CPU:
     each such cause says "not used" (no number), and so does the JIT (nothing written)."""
+
     prog = _write(tmp_path, "net.py", TORCH_PROG)
     env = dict(os.environ)
     env.pop("CUDA_MODULE_LOADING", None)
@@ -139,13 +141,15 @@ def test_causes_a_torch_program_cannot_have_are_not_used(tmp_path, torch_cpu_pyt
     rep = json.loads(proc.stdout)
     got = {c["id"]: c for c in rep["causes"]}
     for cid in ("ptx-jit", "inductor-cache", "cudnn-benchmark", "cuda-module-loading"):
-        assert got[cid]["status"] == cmdattr.NOT_USED and got[cid]["seconds"] is None, got[cid]
+        assert got[cid]["seconds"] is None and got[cid]["status"] == "not used", got[cid]
     assert rep["uses"]["torch"] and not rep["uses"]["cudnn_benchmark"]
     assert rep["verdict"] == attribution.HEALTHY
 
 
 def _probe_run(where: pathlib.Path, python: str, args, extra_pythonpath: str = "") -> dict:
     """One process of the command with the probe installed as cmdrun does it; what it used."""
+    from cudafix.verify import cmdprobe
+
     where.mkdir()
     site = cmdprobe.install(str(where))
     record = str(where / "rec.jsonl")
@@ -161,6 +165,8 @@ def _probe_run(where: pathlib.Path, python: str, args, extra_pythonpath: str = "
 def test_cudnn_benchmark_set_by_the_program_is_seen(tmp_path, torch_cpu_python):
     """torch.backends.cudnn.benchmark = True in a real torch process: the probe sees the set (the
     real flag still takes the value); the same program without the line: not set."""
+    from cudafix.verify import cmdattr
+
     prog = _write(tmp_path, "net.py", TORCH_PROG + "assert __import__('torch').backends.cudnn.benchmark == "
                                                   "(len(__import__('sys').argv) > 1)\n")
     on = _probe_run(tmp_path / "on", str(torch_cpu_python), [str(prog), "bench"])
@@ -174,6 +180,8 @@ def test_cudnn_benchmark_set_by_the_program_is_seen(tmp_path, torch_cpu_python):
 
 
 def test_module_loading_set_by_the_program_and_the_envs_sitecustomize_still_runs(tmp_path):
+    from cudafix.verify import cmdattr
+
     other = tmp_path / "envsite"
     other.mkdir()
     mark = tmp_path / "mark"
