@@ -172,6 +172,10 @@ def test_cudnn_benchmark_set_by_the_program_is_seen(tmp_path, torch_cpu_python):
     on = _probe_run(tmp_path / "on", str(torch_cpu_python), [str(prog), "bench"])
     off = _probe_run(tmp_path / "off", str(torch_cpu_python), [str(prog)])
     assert on["cudnn_benchmark"] and on["torch"] and not off["cudnn_benchmark"] and off["torch"]
+    # set for a block only (torch.backends.cudnn.flags, which calls torch._C's setter itself)
+    block = _write(tmp_path, "block.py", "import torch\nwith torch.backends.cudnn.flags(enabled=True, benchmark=True):\n"
+                                         "    pass\nassert not torch.backends.cudnn.benchmark\n")
+    assert _probe_run(tmp_path / "block", str(torch_cpu_python), [str(block)])["cudnn_benchmark"]
     assert cmdattr.benchmark_cause(on)["status"] == cmdattr.USED
     assert cmdattr.benchmark_cause(off)["status"] == cmdattr.NOT_USED
     # the rest of a JIT cost is named for it when the program sets it

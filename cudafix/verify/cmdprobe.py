@@ -6,8 +6,9 @@ before the program's first line.  It never imports torch and costs a few microse
 
 - a finder at the head of ``sys.meta_path`` that only answers for ``torch.backends.cudnn``: it lets
   the real finders find the module and, once the module has run, wraps the setter of its
-  ``benchmark`` flag (torch.backends's ContextProp keeps it as ``.setter``), so that
-  ``torch.backends.cudnn.benchmark = True`` is written down the moment the program sets it;
+  ``benchmark`` flag (torch.backends's ContextProp keeps it as ``.setter``) and
+  ``torch._C._set_cudnn_benchmark`` (what ``cudnn.flags(benchmark=...)`` calls), so that the program
+  setting it True is written down the moment it happens;
 - an ``atexit`` record: was torch imported, the flag's last value, was torch._dynamo imported (what
   torch.compile loads), CUDA_MODULE_LOADING at start and at exit (a program may set it itself, and
   torch sets LAZY when it is unset at its CUDA init).
@@ -45,20 +46,27 @@ def _cudafix_probe():
         except Exception:
             pass
 
-    def patch(mod):
-        prop = type(mod).__dict__.get("benchmark")
-        setter = getattr(prop, "setter", None)
-        if setter is None or getattr(setter, "_cudafix", False):
-            return
-
-        def set_benchmark(val, _orig=setter):
+    def wrapped(orig):
+        def set_benchmark(val):
             if seen["benchmark_set"] is None or bool(val):
                 seen["benchmark_set"] = bool(val)
             if bool(val):
                 write({"event": "cudnn.benchmark", "value": True})
-            return _orig(val)
+            return orig(val)
         set_benchmark._cudafix = True
-        prop.setter = set_benchmark
+        return set_benchmark
+
+    def patch(mod):
+        # `cudnn.benchmark = x` goes through the property's own reference to the setter;
+        # `with cudnn.flags(benchmark=x)` looks torch._C's up at each call: both are wrapped
+        prop = type(mod).__dict__.get("benchmark")
+        setter = getattr(prop, "setter", None)
+        if setter is not None and not getattr(setter, "_cudafix", False):
+            prop.setter = wrapped(setter)
+        c = getattr(_sys.modules.get("torch"), "_C", None)
+        orig = getattr(c, "_set_cudnn_benchmark", None)
+        if orig is not None and not getattr(orig, "_cudafix", False):
+            c._set_cudnn_benchmark = wrapped(orig)
 
     class Loader(object):
         def __init__(self, real):
