@@ -210,3 +210,32 @@ def test_units_are_cudafix_warms_own_targets():
     label = "cfx_ptx75.cpython-312-x86_64-linux-gnu.so"
     assert [u.label for u in units] == [label] and unwarmable == []
     assert cmdrun.case_names({}, [u.label for u in units]) == ["cold", "jit-warm", "inductor-kept", "warm:" + label]
+
+
+def test_a_warm_child_that_fails_stops_the_check_naming_the_module(tmp_path):
+    """The real path from `cudafix warm`'s targets to its child: a PTX-only module (compute_75, shared
+    libcudart, built by nvcc) on an H200 of a snapshot; here the child really runs, dlopens the module
+    and calls cudaFree(0), which fails without a GPU: the check stops at that case with exit 2 naming
+    the module and warm's error, not a share measured on an unwarmed cache."""
+    from tests import extbuild
+    from tests.conftest import require
+
+    from cudafix.cli.verify import units_from
+    from cudafix.model.snapshot import GPU, ExtensionModule, Snapshot
+
+    require(extbuild.nvcc_path() is not None, "nvcc (/usr/local/cuda-13.0)")
+    lib = extbuild.build_kernels("cfx_ptx75", ["-gencode=arch=compute_75,code=compute_75"], cudart="shared")
+    snap = Snapshot()
+    snap.gpus.gpus = [GPU(index=0, name="NVIDIA H200", compute_capability="9.0", uuid="GPU-x")]
+    snap.python.executable = sys.executable
+    snap.extensions.scanned = True
+    snap.extensions.modules = [ExtensionModule(path=lib, ptx=["compute_75"], ptx_bytes={"compute_75": 1000},
+                                               cudart="13", cudart_linkage="shared")]
+    units, _ = units_from(snap)
+    assert [u.label for u in units] == ["libcfx_ptx75.so"]
+    prog = _write(tmp_path, "p.py", "print('ok')\n")
+    with pytest.raises(cmdrun.CommandFailed) as exc:
+        cmdrun.run_command([sys.executable, str(prog)], repeat=2, env=dict(os.environ), units=units)
+    e = exc.value
+    assert (e.index, e.total, e.rc) == (4, 8, 2) and e.label == "cudafix warm's child for libcfx_ptx75.so"
+    assert e.tail[0].startswith("cudaFree(0) through libcudart.so.13 returned ")  # a CUDA error code, no GPU here

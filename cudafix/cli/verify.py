@@ -117,9 +117,19 @@ def _warmer(snap, pairs):  # type: ignore[no-untyped-def]
             target = wplan.WarmTarget(cc, tm[0][0].gpu, [m for _t, m in tm])
             res = wrun.run_child(sys.executable, target, snap, env)
             if not res.get("ok"):
-                return str(res.get("error") or "cudafix warm's child failed")
+                return _warm_error(res)
         return None
     return warm
+
+
+def _warm_error(res) -> str:  # type: ignore[no-untyped-def]
+    """Why warm's child did not warm: a failed dlopen or load refusal (its error), else what
+    cudaFree(0) returned (a CUDA error code: no GPU, driver too old...)."""
+    done = [s for s in res.get("steps") or [] if isinstance(s, dict) and s.get("step") == "done"]
+    bad = {k: v for k, v in ((done[0].get("rc") or {}) if done else {}).items() if v != 0}
+    if bad and not res.get("skipped") and "dlopen" not in str(res.get("error", "")):
+        return "cudaFree(0) through %s" % ", ".join("%s returned %s" % kv for kv in bad.items())
+    return str(res.get("error") or "cudafix warm's child failed")
 
 
 def _shown(report):  # type: ignore[no-untyped-def]
