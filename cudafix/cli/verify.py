@@ -36,7 +36,7 @@ def _first_run(python: Optional[str], cmd: Tuple[str, ...], batch: Optional[int]
             _bad("--python does not apply to -- CMD (the command runs as given)")
         repeat = cmdrun.DEFAULT_REPEAT if repeat is None else repeat
         if repeat < cmdrun.MIN_REPEAT:
-            _bad("--repeat must be at least %d with -- CMD: a cost counts only above the spread of its runs" % cmdrun.MIN_REPEAT)
+            _bad("--repeat must be at least %d with -- CMD: a cost counts only above the noise measured from its runs" % cmdrun.MIN_REPEAT)
         findings, units, unwarmable = _command_context()
         try:
             rep = cmdrun.run_command(list(cmd), repeat=repeat, timeout=float(timeout), progress=_progress,
@@ -97,8 +97,9 @@ def units_from(snap):  # type: ignore[no-untyped-def]
                 unwarmable.append({"label": os.path.basename(m.path), "why": m.why_not})
             else:
                 by_path.setdefault("torch" if m.via == "import torch" else m.path, []).append((t, m))
-    units = [cmdrun.WarmUnit("torch" if key == "torch" else os.path.basename(key), _warmer(snap, pairs))
-             for key, pairs in by_path.items()]
+    names = [os.path.basename(k) for k in by_path]
+    units = [cmdrun.WarmUnit(key if key == "torch" or names.count(os.path.basename(key)) > 1 else os.path.basename(key),
+                             _warmer(snap, pairs)) for key, pairs in by_path.items()]  # a shared basename: its path
     return units, unwarmable
 
 
@@ -178,7 +179,7 @@ def _nccl(python: Optional[str], as_json: bool, timeout: int) -> None:
 @click.option("--half", is_flag=True, help="--first-run: run the built-in detector in fp16.")
 @click.option("--repeat", type=click.IntRange(1, 10), default=None,
               help="--first-run: run each case this many times, interleaved (the minimum counts; with -- CMD the "
-                   "spread of the runs is the noise). Default 3 with -- CMD, 1 for the built-in detector.")
+                   "noise is measured from the runs). Default 3 with -- CMD, 1 for the built-in detector.")
 @click.option("--no-compile", "no_compile", is_flag=True, help="--first-run: skip the torch.compile cases.")
 @click.option("--nccl", is_flag=True, help="NCCL all-reduce/all-gather across the local GPUs: bandwidth, transport, verdict.")
 @click.option("--json", "as_json", is_flag=True, help="Print the measurements and verdict as JSON.")
