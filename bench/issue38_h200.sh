@@ -24,6 +24,7 @@
 # module that does not link torch, can dlopen it), loaded by bench/gpu/ptxprog/cfx_ptx75.py (ctypes).
 # Everything is copied to /tmp/cfx38, outside the checkout: only the runs given PYTHONPATH see it.
 set -u
+umask 022  # the module and its dir writable by us alone: warm's trust check (store/safefs.py) loads only such
 R=$(cd "$(dirname "$0")/.." && pwd) || exit 1
 O=${OUT:-${1:-/tmp/issue38-out}}
 mkdir -p "$O"
