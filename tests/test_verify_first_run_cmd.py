@@ -150,8 +150,10 @@ def _probe_run(where: pathlib.Path, python: str, args, extra_pythonpath: str = "
     """One process of the command with the probe installed as cmdrun does it; what it used."""
     from cudafix.verify import cmdprobe
 
+    import tempfile
+
     where.mkdir()
-    site = cmdprobe.install(str(where))
+    site = cmdprobe.install(tempfile.mkdtemp(dir=str(where)))
     record = str(where / "rec.jsonl")
     env = cmdprobe.child_env(dict(os.environ), site, record)
     env.pop("CUDA_MODULE_LOADING", None)

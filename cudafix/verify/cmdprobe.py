@@ -153,11 +153,12 @@ del _cudafix_chain
 
 
 def install(base: str) -> str:
-    """Write the probe under ``base``; returns the directory to put first on PYTHONPATH."""
-    d = os.path.join(base, "probe-site")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "sitecustomize.py"), "w") as fh:
-        fh.write(PROBE)
+    """Write the probe under ``base`` (a private scratch dir of ours, tempfile.mkdtemp's); returns
+    the directory to put first on PYTHONPATH."""
+    from cudafix.store.fsutil import atomic_write, scratch_dirs
+
+    (d,) = scratch_dirs(base, ["probe-site"])
+    atomic_write(os.path.join(d, "sitecustomize.py"), PROBE.encode())
     return d
 
 
