@@ -41,9 +41,12 @@ from cudafix.model.install import MISSING, OTHER_MAJOR, TOO_OLD, UNPINNED, Insta
 from cudafix.probes import elfsym
 from cudafix.probes.libversions import WheelRecords
 from cudafix.probes.loadersim import LoaderSim, _Obj, is_cuda_soname, ld_cache_of
+from cudafix.store import cachefile
 
 TORCH_OWN = re.compile(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
 MAX_INIT_BYTES = 1 << 20
+# unversioned CUDA API names torch's libraries import (torch_wheels.SYMBOL_LIBS' prefixes)
+TORCH_CUDA_API = re.compile(r"^(nccl|cublas|cudnn|cusparse|cufft|curand|cusolver|nvrtc|_?_?nvJitLink|cupti|cuFile|nvshmem)")
 PAIR = re.compile(r"""["'](\w+)["']\s*[:,]\s*["'](lib[\w.*\[\]\-]+)["']""")
 
 
@@ -114,11 +117,44 @@ def _candidates(path: str, folder: str, pattern: str, wide: bool, cuda_major: st
 # -- one load --------------------------------------------------------------------------------
 
 
-class _Symbols:
-    """Symbol tables opened once per probe run."""
+IMPORTS_CACHE = "torch-imports-cache.json"
+IMPORTS_CACHE_VERSION = 1
+IMPORTS_CACHE_MAX = 256
 
-    def __init__(self) -> None:
+
+class _Symbols:
+    """Symbol tables opened once per probe run, and each object's CUDA imports: parsed once per
+    file (libtorch_cpu.so imports ~70,000 symbols: ~0.1 s), then kept in ``cache_dir`` by the
+    file's stat (cudafix.store.cachefile's rules)."""
+
+    def __init__(self, cache_dir: Optional[str] = None) -> None:
         self.tables: Dict[str, elfsym.SymbolTable] = {}
+        self.cache_dir = cache_dir
+        self.cache = cachefile.load(cache_dir, IMPORTS_CACHE, IMPORTS_CACHE_VERSION) if cache_dir else {}
+        self.dirty = False
+        self.memo: Dict[str, List[Tuple[str, str, str]]] = {}
+
+    def cuda_imports(self, path: str, torch_own: bool) -> List[Tuple[str, str, str]]:
+        """(symbol, version, version's file) of the strong imports a CUDA library must define:
+        those with a version need of a CUDA library, and (torch's own libraries) unversioned CUDA
+        API names (TORCH_CUDA_API); in binding order."""
+        hit = self.memo.get(path)
+        if hit is not None:
+            return hit
+        real = os.path.realpath(path)
+        sig = cachefile.stat_sig(real)
+        ent = self.cache.get(real)
+        if isinstance(ent, dict) and ent.get("sig") == sig and isinstance(ent.get("imports"), list):
+            got = [tuple(x) for x in ent["imports"] if isinstance(x, list) and len(x) == 3]
+        else:
+            parsed, _why = elfsym.imports(path)
+            got = [(n, v or "", f or "") for n, weak, v, f in parsed or ()
+                   if not weak and ((f and is_cuda_soname(f)) or (not f and torch_own and TORCH_CUDA_API.match(n)))]
+            if parsed is not None and sig is not None:
+                self.cache[real] = {"sig": sig, "imports": [list(x) for x in got]}
+                self.dirty = True
+        self.memo[path] = got  # type: ignore[assignment]
+        return got  # type: ignore[return-value]
 
     def defines(self, path: str, name: str) -> Optional[bool]:
         t = self.tables.get(path)
@@ -129,6 +165,10 @@ class _Symbols:
     def close(self) -> None:
         for t in self.tables.values():
             t.close()
+        if self.dirty and self.cache_dir:
+            while len(self.cache) > IMPORTS_CACHE_MAX:
+                self.cache.pop(next(iter(self.cache)))
+            cachefile.store(self.cache_dir, IMPORTS_CACHE, IMPORTS_CACHE_VERSION, self.cache)
 
 
 def _provider(sim: LoaderSim, prefix: str) -> Optional[_Obj]:
@@ -146,16 +186,11 @@ def _undefined(sim: LoaderSim, obj: _Obj, syms: _Symbols) -> Optional[Tuple[str,
         return None
     if not any(is_cuda_soname(n) for n in obj.elf.needed):
         return None
-    got, _why = elfsym.imports(obj.path)
-    for name, weak, version, vfile in got or ():
-        if weak:
-            continue
+    for name, version, vfile in syms.cuda_imports(obj.path, bool(TORCH_OWN.match(base))):
         if vfile:
-            if not is_cuda_soname(vfile):
-                continue
             prov = sim._by_name.get(vfile)
         else:
-            lib = torch_wheels.symbol_library(name) if TORCH_OWN.match(base) else None
+            lib = torch_wheels.symbol_library(name)
             prov = _provider(sim, lib) if lib else None
         if prov is None:
             continue
@@ -200,7 +235,8 @@ def _unload(sim: LoaderSim, first_obj: int) -> None:
 
 
 def probe_torch_import(torch_dir: Optional[str], sys_path: Sequence[str], env: Mapping[str, str],
-                       python_version: str = "", executable: Optional[str] = None) -> TorchImport:
+                       python_version: str = "", executable: Optional[str] = None,
+                       cache_dir: Optional[str] = None) -> TorchImport:
     """Simulate `import torch` of the torch in ``torch_dir`` (Linux); never raises."""
     out = TorchImport(probed=True)
     if not torch_dir:
@@ -209,7 +245,7 @@ def probe_torch_import(torch_dir: Optional[str], sys_path: Sequence[str], env: M
     if not sys.platform.startswith("linux"):
         out.unknown["import"] = "simulated on Linux only"
         return out
-    syms = _Symbols()
+    syms = _Symbols(cache_dir)
     try:
         _probe(out, torch_dir, list(sys_path), env, python_version, executable, syms)
     except Exception as exc:  # the probe contract: unknown with a reason
