@@ -72,14 +72,12 @@ def _link_files(src_root: pathlib.Path, dist_info: pathlib.Path, dst_site: pathl
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
         _hardlink(src, dst)
-    os.symlink(str(dist_info), str(dst_site / dist_info.name))
+    # a copy: a pip run in the view (the plan's command) must change the view only
+    shutil.copytree(str(dist_info), str(dst_site / dist_info.name))
 
 
 def _hardlink(src: pathlib.Path, dst: pathlib.Path) -> None:
-    try:
-        os.link(str(src), str(dst))
-    except OSError:  # another filesystem
-        shutil.copy2(str(src), str(dst))
+    os.link(str(src), str(dst))  # views_root() keeps views on the venvs' filesystem: never a GB copy
 
 
 def _hardlink_tree(src: pathlib.Path, dst: pathlib.Path) -> None:
@@ -122,8 +120,19 @@ def _replacement(new: str, ver: str) -> Tuple[pathlib.Path, pathlib.Path]:
     return root, next(root.glob("*.dist-info"))
 
 
+def views_root(tmp: pathlib.Path) -> pathlib.Path:
+    """Where views can hard-link the venvs' files: ``tmp`` when on their filesystem, else a
+    folder beside the venvs (``cudafix-test-views``, never inside a venv)."""
+    if tmp.exists() and VENVS.exists() and os.stat(str(tmp)).st_dev == os.stat(str(VENVS)).st_dev:
+        return tmp
+    out = VENVS.parent / "cudafix-test-views"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def make_view(src_venv: pathlib.Path, dest: pathlib.Path, drop: Iterable[str] = (),
-              replace: Sequence[Tuple[str, str, str]] = (), python: Optional[str] = None) -> pathlib.Path:
+              replace: Sequence[Tuple[str, str, str]] = (), python: Optional[str] = None,
+              with_pip: bool = False) -> pathlib.Path:
     """A venv at ``dest`` seeing ``src_venv``'s packages, without the nvidia-* distributions in
     ``drop`` ("*": all of them), with ``replace`` (old name, new name, version: the unpacked test
     wheel) in place of one.  Returns dest's interpreter."""
@@ -131,14 +140,14 @@ def make_view(src_venv: pathlib.Path, dest: pathlib.Path, drop: Iterable[str] = 
     if dest.exists():
         shutil.rmtree(str(dest))
     base = python or str((src_venv / "bin" / "python").resolve())
-    subprocess.run([base, "-m", "venv", "--without-pip", str(dest)], check=True)
+    subprocess.run([base, "-m", "venv"] + ([] if with_pip else ["--without-pip"]) + [str(dest)], check=True)
     site = site_of(dest)
     owned = nvidia_dists(src_site)
     drop = set(owned) if "*" in drop else {d.lower() for d in drop}
     replaced = {old.lower(): (new, ver) for old, new, ver in replace}
     owned_infos = {d.name for d in owned.values()}
     for entry in sorted(os.listdir(str(src_site))):
-        if entry == "nvidia" or entry in owned_infos or (site / entry).exists():
+        if entry == "nvidia" or entry in owned_infos or (site / entry).exists() or os.path.lexists(str(site / entry)):
             continue
         if entry in NATIVE and (src_site / entry).is_dir():
             _hardlink_tree(src_site / entry, site / entry)

@@ -36,8 +36,14 @@ def install_fix(snap: Snapshot, breaks: List[InstallBreak]) -> Fix:
     for b in breaks:
         if b.requirement and b.requirement not in specs:
             specs.append(b.requirement)
-    cmd = "pip install --only-binary=:all: %s" % " ".join(shlex.quote(s) for s in specs)
-    return Fix(summary="install the CUDA wheels %s requires (%s)" % (_torch(snap), ", ".join(specs)), commands=(cmd,))
+    # another major's wheel holding the very file torch loads (nvidia-nccl-cu12's nvidia/nccl/lib/libnccl.so.2
+    # where torch 2.14 wants nvidia-nccl-cu13's): removed first, or its later uninstall deletes the new file
+    gone = sorted({b.installed.split(" ", 1)[0] for b in breaks if b.kind == OTHER_MAJOR and b.found and b.installed})
+    cmds = ("pip uninstall -y %s" % " ".join(shlex.quote(g) for g in gone),) if gone else ()
+    cmds += ("pip install --only-binary=:all: %s" % " ".join(shlex.quote(s) for s in specs),)
+    return Fix(summary="install the CUDA wheels %s requires (%s)%s" % (
+        _torch(snap), ", ".join(specs), "; first remove %s, which ships the same file" % ", ".join(gone) if gone else ""),
+        commands=cmds)
 
 
 def _what(b: InstallBreak) -> str:
