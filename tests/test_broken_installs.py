@@ -201,3 +201,33 @@ def test_recorded_releases_fixture_is_recorded():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_torch_201_complete_has_none(views):
+    """torch 2.0.1 with every wheel it pins (tests/make_venvs.sh's torch-201-full): imports, no finding."""
+    real, ti, snap = judge(views, "201-full", "torch-201-full")
+    assert real == "" and ti.error is None and ti.breaks == []
+    assert [o.verdict for o in install.check_torch_install(snap)] == ["ok"]
+
+
+@pytest.mark.parametrize("venv", ["torch-201-full", "torch-201"])
+def test_torch_201_nvfuser_is_not_an_extension_to_rebuild(venv):
+    """torch 2.0.1's own nvfuser/_C imports 241 torch symbols that torch/lib/libnvfuser_codegen.so
+    (its first DT_NEEDED) defines: the real `import nvfuser._C` works after `import torch` in the
+    complete install, so ext-torch-symbols must not blame it (nor print a --no-binary torch build)."""
+    from cudafix.model.snapshot import ExtensionInfo  # noqa: F401
+    from cudafix.probes import extensions as pext
+    from cudafix.rules.extensions import check_ext_torch_symbols
+
+    site = bi.site_of(_need(venv))
+    if venv == "torch-201-full":
+        out = subprocess.run([str(bi.VENVS / venv / "bin" / "python"), "-c", "import torch, nvfuser._C"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300, cwd="/")
+        assert out.returncode == 0, out.stderr[-2000:]
+    info = pext.probe_extensions([str(site)], {}, torch_dir=str(site / "torch"))
+    mods = [m for m in info.modules if "/nvfuser/_C" in m.path]
+    assert mods and mods[0].package == "torch"
+    assert mods[0].torch_symbols_checked > 200 and mods[0].missing_torch_symbols_count == 0
+    snap = Snapshot(extensions=info, torch=[TorchBuild(dist=PythonDist(name="torch", version="2.0.1"), version="2.0.1+cu117",
+                                                       package_dir=str(site / "torch"))])
+    assert not [o for o in check_ext_torch_symbols(snap) if o.verdict == "problem"]

@@ -439,6 +439,10 @@ def _causes(failures: List[Tuple[str, str, str, str, str, str]], torch_dir: str,
         elif same:
             b.kind, b.installed = OTHER_MAJOR, ", ".join("%s %s" % nv for nv in same)
         out.append(b)
+    for name, spec, by in reqs.not_installed():  # required, absent, not loaded at import (nvrtc, cusolver...)
+        if name not in seen and spec not in {b.requirement for b in out}:
+            seen.add(name)
+            out.append(InstallBreak(kind=MISSING, wheel=name, requirement=spec, required_by=by))
     for name, spec, by, have in reqs.unpinned():
         if name not in seen:
             out.append(InstallBreak(kind=UNPINNED, wheel=name, requirement=spec, required_by=by, installed="%s %s" % (name, have)))

@@ -111,6 +111,22 @@ class Requirements:
     def installed_family(self, fam: str) -> List[Tuple[str, str]]:
         return [(n, v) for n, v in sorted(self.installed().items()) if torch_wheels.wheel_family(n) == fam]
 
+    def not_installed(self) -> List[Tuple[str, str, str]]:
+        """(name, spec, required by) of the nvidia-* wheels torch requires that no distribution of
+        that name is installed for (cuda-toolkit's own requirements stand for its extras)."""
+        have = self.installed()
+        named = {f for n, _s, _b, f, _e in self.entries if n != "cuda-toolkit"}
+        out = []
+        for name, spec, by, fam, _e in self.entries:
+            if name == "cuda-toolkit":
+                if fam in named or not fam or self.installed_family(fam):
+                    continue
+            elif name in have:
+                continue
+            if all(o[0] != name or o[1] != spec for o in out):
+                out.append((name, spec, by))
+        return out
+
     def unpinned(self) -> List[Tuple[str, str, str, str]]:
         """(name, spec, required by, installed version) of installed wheels the pins exclude."""
         from packaging.specifiers import SpecifierSet

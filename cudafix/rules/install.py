@@ -76,6 +76,10 @@ def check_torch_install(snap: Snapshot) -> Iterable[Outcome]:
     out: List[Outcome] = []
     for i, b in enumerate(broken):
         ev = ["%s requires %s (%s)" % (b.required_by or _torch(snap), b.requirement, REQS_DOC)]
+        if not b.soname:  # required, not installed, and no library of it is loaded by `import torch`
+            out.append(problem("%s: %s (`import torch` does not load it: the first use of its library fails)" % (
+                _torch(snap), _what(b)), ev, fix=fix, severity=WARNING, subject=b.wheel))
+            continue
         if b.kind == TOO_OLD:
             ev.append("%s imports %s%s; the loader binds every symbol at load (RTLD_NOW): %s (%s) lacks it" % (
                 b.needed_by, b.symbol, ", version %s" % b.symbol_version if b.symbol_version else "", b.found, b.installed or "?"))
