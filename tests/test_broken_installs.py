@@ -4,7 +4,7 @@ a chosen subset of their nvidia-* wheels, or an older / other-major wheel in pla
 judged against the REAL `import torch` of that env: cudafix's predicted error must be the text
 torch raises, the finding must name the wheel, and the plan's step must install it.  The other
 releases (1.13.1, 2.0.1, 2.4.1, 2.9.1) were measured the same way and recorded:
-tests/fixtures/broken_installs_recorded.json, docs/broken-installs.md."""
+tests/fixtures/installs/broken_installs_recorded.json, docs/broken-installs.md."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def test_plan_installs_the_pins(views):
     assert ("torch-install-broken", "nvidia-nvjitlink-cu12", 1) in plan.answers
 
 
-RECORDED = HERE / "fixtures" / "broken_installs_recorded.json"
+RECORDED = HERE / "fixtures" / "installs" / "broken_installs_recorded.json"
 
 
 def test_the_preloader_generations_read_from_torch_itself():
@@ -193,7 +193,7 @@ def test_the_preloader_generations_read_from_torch_itself():
 
 def test_recorded_releases_fixture_is_recorded():
     data = json.loads(RECORDED.read_text())
-    assert data["provenance"].startswith("recorded")
+    assert data["_fixture"]["kind"] == "recorded" and data["provenance"].startswith("recorded")
     assert {c["torch"] for c in data["cases"]} >= {"1.13.1", "2.0.1", "2.4.1", "2.5.1", "2.9.1", "2.14.1"}
     for c in data["cases"]:
         assert c["predicted"] == c["real"], c["case"]

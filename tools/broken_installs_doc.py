@@ -1,5 +1,5 @@
 """Regenerate the measured table of docs/broken-installs.md from the recorded fixture
-(tests/fixtures/broken_installs_recorded.json):  python -m tools.broken_installs_doc"""
+(tests/fixtures/installs/broken_installs_recorded.json):  python -m tools.broken_installs_doc"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pathlib
 import re
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FIXTURE = ROOT / "tests" / "fixtures" / "broken_installs_recorded.json"
+FIXTURE = ROOT / "tests" / "fixtures" / "installs" / "broken_installs_recorded.json"
 DOC = ROOT / "docs" / "broken-installs.md"
 BEGIN, END = "<!-- measured table: begin -->", "<!-- measured table: end -->"
 
