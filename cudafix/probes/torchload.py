@@ -9,10 +9,10 @@ generations of that fallback (``preloader``):
 - "cublas-cudnn" (1.13): only when the error names ``libcublas.so.11``; takes ``nvidia/cublas`` and
   ``nvidia/cudnn`` from the first sys.path entry holding both, else from the last one holding an
   ``nvidia/`` directory; with none, ``cublas_path`` is unbound (UnboundLocalError);
-- "list" (2.0-2.5...): a table of (folder, glob) pairs; each must be found, else ValueError
-  ``<glob> not found in the system path <sys.path>``;
-- "list-best-effort" (since the table gained ``required``): the same table, also loaded best
-  effort after a successful load, and searched in ``nvidia/cuNN/lib`` too.
+- "list" (2.0 and later): a table of (folder, glob) pairs; each must be found, else ValueError
+  ``<glob> not found in the system path <sys.path>``; 2.9 also preloads nvrtc and nvJitLink after
+  a successful load, 2.14 the whole table best effort, and both search ``nvidia/cuNN/lib`` and
+  ``<folder>/lib`` too (``_get_cuda_dep_paths``).
 
 Each load is simulated by cudafix.probes.loadersim (glibc's search order, breadth first, a name
 already loaded reused); a load fails at the first DT_NEEDED library found nowhere (dlerror:
@@ -408,6 +408,8 @@ def _causes(failures: List[Tuple[str, str, str, str, str, str]], torch_dir: str,
     from cudafix.probes.wheelreqs import Requirements
 
     reqs = Requirements(torch_dir, sys_path, python_version)
+    if not reqs.entries:  # no CUDA wheel requirement (conda's torch, a bundling build): no pip wheel to name
+        return []
     records = WheelRecords()
     out: List[InstallBreak] = []
     seen = set()
