@@ -259,11 +259,11 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
         from cudafix.probes.torchload import probe_torch_import
 
         primary = snap.primary_torch
-        if root != "/" or (snap.python.platform or "linux").startswith("win"):
-            return  # a laid-out tree or Windows: not simulated (the probe's Linux loader)
+        if (snap.python.platform or "linux").startswith("win"):
+            return  # Windows: torch's DLL loading is cudafix/probes/windows.py's
         snap.torch_import = probe_torch_import(primary.package_dir if primary else None, sys_path or [], env,
                                                python_version=snap.python.version or "",
-                                               executable=snap.python.executable, cache_dir=cache_dir)
+                                               executable=snap.python.executable, cache_dir=cache_dir, root=root, keep=keep)
 
     if sys_path is not None:
         _guard(snap, "torch_import", _torch_import)

@@ -40,6 +40,7 @@ from cudafix.knowledge.cuda_packages import normalize
 from cudafix.model.install import MISSING, OTHER_MAJOR, TOO_OLD, UNPINNED, InstallBreak, TorchImport
 from cudafix.probes import elfsym
 from cudafix.probes.libversions import WheelRecords
+from cudafix.probes.loaderfs import REAL, FileSystem
 from cudafix.probes.loadersim import LoaderSim, _Obj, is_cuda_soname, ld_cache_of
 from cudafix.store import cachefile
 
@@ -207,7 +208,9 @@ def _load(sim: LoaderSim, path: str, syms: _Symbols, how: str = "root") -> Optio
     start = len(sim.events)
     sim.load(path, None, how=how)
     for name, req, res, _via, _why in sim.events[start:]:
-        if res is None:
+        # only CUDA's and torch's own libraries are judged (the system's -- libpthread, libstdc++ --
+        # are the distribution's business, and absent from a laid-out test tree)
+        if res is None and (is_cuda_soname(name) or TORCH_OWN.match(os.path.basename(name)) or "/" in name):
             _unload(sim, first_obj)
             return "%s: cannot open shared object file: No such file or directory" % name, name, "", req
     for obj in reversed(sim.loaded[first_obj:]):
@@ -236,7 +239,7 @@ def _unload(sim: LoaderSim, first_obj: int) -> None:
 
 def probe_torch_import(torch_dir: Optional[str], sys_path: Sequence[str], env: Mapping[str, str],
                        python_version: str = "", executable: Optional[str] = None,
-                       cache_dir: Optional[str] = None) -> TorchImport:
+                       cache_dir: Optional[str] = None, root: str = "/", keep: Tuple[str, ...] = ()) -> TorchImport:
     """Simulate `import torch` of the torch in ``torch_dir`` (Linux); never raises."""
     out = TorchImport(probed=True)
     if not torch_dir:
@@ -247,7 +250,8 @@ def probe_torch_import(torch_dir: Optional[str], sys_path: Sequence[str], env: M
         return out
     syms = _Symbols(cache_dir)
     try:
-        _probe(out, torch_dir, list(sys_path), env, python_version, executable, syms)
+        fs = REAL if root == "/" else FileSystem(root, keep)  # the machine's loader paths under a probe root
+        _probe(out, torch_dir, list(sys_path), env, python_version, executable, syms, fs)
     except Exception as exc:  # the probe contract: unknown with a reason
         out.unknown["import"] = "simulation failed: %s: %s" % (type(exc).__name__, exc)
     finally:
@@ -273,7 +277,7 @@ def _cuda_major(torch_dir: str) -> str:
 
 
 def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[str, str], python_version: str,
-           executable: Optional[str], syms: _Symbols) -> None:
+           executable: Optional[str], syms: _Symbols, fs: FileSystem = REAL) -> None:
     gd = os.path.join(torch_dir, "lib", "libtorch_global_deps.so")
     cmods = sorted(glob.glob(os.path.join(glob.escape(torch_dir), "_C.*so")))
     if not cmods:
@@ -284,10 +288,10 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
     out.preloader = style or "none"
     out.found_via["preloader"] = "torch/__init__.py: %s" % pre.describe()
     cmajor = _cuda_major(torch_dir)
-    cache = ld_cache_of()
+    cache = ld_cache_of(fs)
 
     def new_sim() -> LoaderSim:
-        return LoaderSim(env, executable=executable, ld_cache=cache)
+        return LoaderSim(env, executable=executable, ld_cache=cache, fs=fs)
 
     def find(folder: str, pattern: str) -> Optional[str]:
         for p in sys_path:

@@ -62,6 +62,8 @@ def check_torch_install(snap: Snapshot) -> Iterable[Outcome]:
     t = snap.primary_torch
     if t is None:
         return [ok("no torch installed", subject=subject)]
+    if not t.cuda and not t.hip and t.version:
+        return [ok("%s is a CPU build: it loads no CUDA library" % _torch(snap), subject=subject)]
     if not ti.probed:
         return [unknown("`import torch` was not simulated in this snapshot", subject=subject)]
     if ti.unknown.get("import"):
@@ -99,8 +101,11 @@ def check_torch_install(snap: Snapshot) -> Iterable[Outcome]:
 def check_torch_wheel_pins(snap: Snapshot) -> Iterable[Outcome]:
     ti = snap.torch_import
     subject = "torch-wheels"
-    if snap.primary_torch is None:
+    t = snap.primary_torch
+    if t is None:
         return [ok("no torch installed", subject=subject)]
+    if not t.cuda and not t.hip and t.version:
+        return [ok("%s is a CPU build: it requires no CUDA wheel" % _torch(snap), subject=subject)]
     if not ti.probed:
         return [unknown("`import torch` was not simulated in this snapshot", subject=subject)]
     loose = [b for b in ti.breaks if b.kind == UNPINNED]
