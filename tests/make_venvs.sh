@@ -4,7 +4,7 @@
 #   torch-cu:  torch 2.14.1 + cu130 with real fatbins and nvidia-* wheels (~5.5 GB)
 #   torch-251: torch 2.5.1 + cu124 with its nvidia-*-cu12 wheels (~5 GB): the last torch line whose
 #              `import torch` really breaks on a shadowed libnvJitLink (tests/shadowing.py)
-#   torch-110, torch-201: see the end (allocator-config proof)
+#   torch-110, torch-201: see the end (allocator-config proof); torch-201-full: 2.0.1 complete (~1.7 GB more)
 #   torchvision-cu: torchvision 0.29.1 (PyPI) over torch-cu's torch (tests/test_extensions.py)
 # Both also get cudafix's runtime dependencies so `venv/bin/python -m cudafix` works with the
 # checkout on PYTHONPATH.  Location: $CUDAFIX_TEST_VENVS (default ~/.cache/cudafix-venvs).
@@ -67,6 +67,31 @@ mk38() {  # mk38 NAME PIP-ARGS...
     touch "$stamp"
 }
 
+# torch-201-full: torch 2.0.1 (cu117) COMPLETE: torch-201's torch hard-linked (no second download)
+# plus the nvidia-*-cu11 wheels torch 2.0.1 pins (~1.7 GB) and its pure-Python requirements: a
+# working install, for "complete installs have no torch-install-broken / ext-torch-symbols
+# finding" (tests/test_broken_installs.py).  After torch-201 (same chain).
+T201_WHEELS="nvidia-cuda-nvrtc-cu11==11.7.99 nvidia-cuda-runtime-cu11==11.7.99 nvidia-cuda-cupti-cu11==11.7.101
+ nvidia-cudnn-cu11==8.5.0.96 nvidia-cublas-cu11==11.10.3.66 nvidia-cufft-cu11==10.9.0.58 nvidia-curand-cu11==10.2.10.91
+ nvidia-cusolver-cu11==11.4.0.1 nvidia-cusparse-cu11==11.7.4.91 nvidia-nccl-cu11==2.14.3 nvidia-nvtx-cu11==11.7.91"
+mk_201full() {
+    full=$root/torch-201-full
+    stamp=$full/.cudafix-ready-2.0.1-cu11-wheels
+    if [ -f "$stamp" ]; then return 0; fi
+    if [ -z "$py38" ]; then echo "no Python 3.8 for torch-201-full" >&2; return 1; fi
+    rm -rf "$full"
+    "$py38" -m venv "$full"
+    src=$("$root/torch-201/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    dst=$("$full/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    for e in torch torchgen functorch nvfuser torch-2.0.1.dist-info; do
+        cp -al "$src/$e" "$dst/$e" 2>/dev/null || cp -a "$src/$e" "$dst/$e"
+    done
+    # shellcheck disable=SC2086
+    "$full/bin/python" -m pip install -q --no-deps $T201_WHEELS
+    "$full/bin/python" -m pip install -q filelock typing-extensions sympy networkx jinja2
+    touch "$stamp"
+}
+
 # The venvs are independent: build them in parallel (downloads and unpacking overlap; pip's cache
 # is safe to share).  Each chain is a subshell under `set -e`; a stamp is written only after its
 # pip install succeeded, and any failed chain fails the script once all have finished.
@@ -84,7 +109,8 @@ p3=$!
 p4=$!
 ( mk_py38
   mk38 torch-110 torch==1.10.2 click packaging nvidia-ml-py
-  mk38 torch-201 --no-deps torch==2.0.1 nvidia-cuda-runtime-cu11==11.7.99 ) &
+  mk38 torch-201 --no-deps torch==2.0.1 nvidia-cuda-runtime-cu11==11.7.99
+  mk_201full ) &
 p5=$!
 # Real Windows wheels (PE reader, Windows DLL search): tests/fetch_win_wheels.sh
 ( sh "$here/fetch_win_wheels.sh" ) &

@@ -37,7 +37,9 @@ F1_TORCH = "torch==2.5.1"
 F1_SHADOW_WHEEL = ("nvidia-nvjitlink-cu12", "12.3.101")
 F1_ERROR = "undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12"
 CU_SHADOW_WHEEL = ("nvidia-nvjitlink", "13.0.39")
-WHEELS = (F1_SHADOW_WHEEL, CU_SHADOW_WHEEL)  # what `--fetch` downloads
+# an NCCL older than torch 2.5.1 needs (ncclCommRegister): tests/test_broken_installs.py (~210 MB)
+OLD_NCCL_WHEEL = ("nvidia-nccl-cu12", "2.18.1")
+WHEELS = (F1_SHADOW_WHEEL, CU_SHADOW_WHEEL, OLD_NCCL_WHEEL)  # what `--fetch` downloads
 
 
 @dataclasses.dataclass(frozen=True)

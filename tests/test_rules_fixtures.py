@@ -90,6 +90,16 @@ _LINUX_535 = {"path": "/usr/lib/x86_64-linux-gnu/libcuda.so.1", "kind": "symlink
               "target": "/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", "on_ld_library_path": True, "version": "535.104.05"}
 _CUDNN8 = {"toolkits.nvidia_wheels": [{"name": "nvidia-cudnn-cu12", "version": "8.9.2.26", "origin": "pip"}]}
 
+_IMPORT_OK = {"probed": True, "preloader": "list", "found_via": {"preloader": "torch/__init__.py: list"}}
+_CUDNN_ERR = "ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory"
+
+
+def _imported(torch_import):
+    """(base, overrides): the H200 recording with a torch_import section laid in."""
+    base = json.loads(json.dumps(load_base(H200)))
+    base["torch_import"] = torch_import
+    return base, {"source": "H200 recording + torch_import section (values measured on tests/test_broken_installs.py's views)"}
+
 BUILT = {  # name -> (base, overrides)
     "h200 as WSL 2 (symlinked libcuda)": _wsl(),
     "h200 as WSL 2, libcuda as mapped (regular files)": _wsl(files="file", unversioned=False),
@@ -142,6 +152,17 @@ BUILT = {  # name -> (base, overrides)
         "env.CUDA_VISIBLE_DEVICES": "1,0", "gpus.visible": [1, 0]}),
     "mixed GPUs + CUDA_DEVICE_ORDER=PCI_BUS_ID": ("snapshots/mixed_gpus_device_order.json", {
         "env.CUDA_DEVICE_ORDER": "PCI_BUS_ID", "gpus.visible": [0, 1], "gpus.unknown.visible": DELETE}),
+    # the `import torch` simulation (cudafix.probes.torchload) laid onto the H200 recording (recorded
+    # before that probe existed): the answers measured on real views of the torch 2.14.1+cu130 venv
+    # (tests/test_broken_installs.py: no nvidia-cudnn-cu13; nvidia-nvjitlink 13.0.39), and a complete one
+    "h200 + import torch simulated, complete": _imported(_IMPORT_OK),
+    "h200 + nvidia-cudnn-cu13 missing": _imported(dict(_IMPORT_OK, error=_CUDNN_ERR, stage="torch._C", breaks=[{
+        "kind": "missing", "wheel": "nvidia-cudnn-cu13", "requirement": "nvidia-cudnn-cu13==9.24.0.43",
+        "required_by": "torch 2.11.0", "soname": "libcudnn.so.9",
+        "needed_by": "/usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_python.so"}])),
+    "h200 + nvidia-nvjitlink 13.0.39": _imported(dict(_IMPORT_OK, breaks=[{
+        "kind": "unpinned", "wheel": "nvidia-nvjitlink", "requirement": "nvidia-nvjitlink<14,>=13.0.88",
+        "required_by": "cuda-toolkit 13.0.2 [nvjitlink]", "installed": "nvidia-nvjitlink 13.0.39"}])),
 }
 
 
@@ -247,6 +268,10 @@ EXPECT = {
     "2-GPU box + CUDA_VISIBLE_DEVICES=1,0": {},
     "mixed GPUs + CUDA_DEVICE_ORDER=PCI_BUS_ID": {},
     "birefnet_alloc_conf_ok.json": {},
+    "h200 + import torch simulated, complete": {},
+    "h200 + nvidia-cudnn-cu13 missing": {"torch-install-broken": ("error", ["nvidia-cudnn-cu13 is not installed", _CUDNN_ERR,
+                                                                            "nvidia-cudnn-cu13==9.24.0.43"], False)},
+    "h200 + nvidia-nvjitlink 13.0.39": {"torch-wheel-unpinned": ("warning", ["nvidia-nvjitlink 13.0.39", "nvidia-nvjitlink<14,>=13.0.88"], False)},
 }
 
 

@@ -292,6 +292,7 @@ def test_every_rule_declares_needs_and_a_scope():
     from cudafix.model.findings import SCOPES
 
     names = {"driver", "gpus", "hardware", "torch", "torchvision", "toolkits", "libraries", "jit_cache", "env", "python", "wsl", "windows",
+             "torch_import",
              "node", "extensions"}
     for r in rules.REGISTRY:
         assert r.needs and set(r.needs) <= names, r.id

@@ -189,6 +189,8 @@ RULE_FACTS: Dict[str, Tuple[str, ...]] = {
     "cuda-visible-devices-hides-all": ("env",), "cuda-visible-devices-invalid": ("env",), "device-order": ("env", "hw"),
     "launch-blocking": ("env",), "module-loading-eager": ("env",),
     "nccl-shadowed": ("libs",), "nccl-interface-missing": ("env",), "nccl-slow-path": ("env",), "nccl-debug-verbose": ("env",),
+    # `import torch` itself (the "torch" truths import it for real) and the installed wheels
+    "torch-install-broken": ("torch", "wheels"), "torch-wheel-unpinned": ("torch", "wheels"),
     "ext-arch-unsupported": ("ext",), "ext-ptx-jit": ("ext",), "ext-ptx-unsupported": ("ext",), "ext-cuda-major": ("ext",), "ext-torch-symbols": ("ext", "ext-torch"),
     # WSL / Windows rules answer "not WSL" / "not native Windows" on these Linux cases (docs/wsl.md, docs/windows.md)
     "wsl-driver": ("os",), "wsl-libcuda-not-symlink": ("os",), "wsl-libcuda-unversioned": ("os",), "wsl-libcuda-shadowed": ("os",),
@@ -244,7 +246,9 @@ CASES: Tuple[Case, ...] = (
                  ("ext", ("ext-py38",)), ("ext-torch", ("ext-py38", "py38-notorch")))),
     Case("h200", "the snapshot recorded on the H200 device machine (driver 580.159.04, torch 2.11.0+cu130; `--from %s/snapshot.json`)" % H200,
          ("--from", H200 + "/snapshot.json"),
-         expected=tuple((r, "unknown") for r in ("ext-arch-unsupported", "ext-ptx-jit", "ext-ptx-unsupported", "ext-cuda-major", "ext-torch-symbols")),
+         # recorded before the extension scan and the `import torch` simulation existed
+         expected=tuple((r, "unknown") for r in ("ext-arch-unsupported", "ext-ptx-jit", "ext-ptx-unsupported", "ext-cuda-major",
+                                                 "ext-torch-symbols", "torch-install-broken", "torch-wheel-unpinned")),
          truths=(("hw", ("h200-smi",)), ("driver-doc", ("h200-smi",)), ("torch", ("h200-torch",)), ("libs", ("h200-maps",)),
                  ("wheels", ("h200-maps",)), ("env", ("h200-env",)), ("build", ("h200-build", "h200-torch")), ("arch", ("h200-elf",)),
                  ("ext", ("h200-noext",)), ("ext-torch", ("h200-noext",))), healthy=True),

@@ -20,6 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Optional
 
+from cudafix.model.install import TorchImport
 from cudafix.model.platform import WindowsInfo, WslInfo
 from cudafix.model.record import asdict as record_asdict
 from cudafix.model.record import record
@@ -377,6 +378,7 @@ class Snapshot:
     # Other installed distributions that pin torch exactly (torchaudio, torchtext, xformers ...):
     # a torch change must move them too (cudafix.plans.planner).
     torch_pinned: List[PythonDist] = dataclasses.field(default_factory=list)
+    torch_import: TorchImport = dataclasses.field(default_factory=TorchImport)  # cudafix.model.install
 
     # -- JSON round trip -------------------------------------------------------------------
 

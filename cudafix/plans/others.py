@@ -22,7 +22,7 @@ from cudafix.knowledge import cuda_packages, version_tuple
 from cudafix.knowledge.cuda_packages import normalize
 from cudafix.model.findings import Finding
 from cudafix.model.snapshot import Snapshot
-from cudafix.plans.commands import OTHER, SHELL, UNINSTALL, Step, env_line, quote_argv
+from cudafix.plans.commands import INSTALL, OTHER, SHELL, UNINSTALL, Step, env_line, quote_argv
 
 POINTER = "cudafix fix"  # rules point here instead of printing install commands themselves
 if TYPE_CHECKING:  # an annotation only: typing is not imported at run time (issue 23)
@@ -122,7 +122,7 @@ def other_steps(findings: Sequence[Finding], snap: Snapshot, changed: Set[str], 
                 continue
             argv: Tuple[str, ...] = _own_pip(cmd, py)  # printed as the rule wrote it, run as printed
             own = bool(argv)
-            if not own and cmd.startswith("pip uninstall "):
+            if not own and cmd.startswith(("pip uninstall ", "pip install ")):
                 # a bare `pip` may belong to another env: the env's own interpreter runs it
                 argv = (py, "-m") + tuple(shlex.split(cmd))
                 cmd = quote_argv(argv)
@@ -131,7 +131,8 @@ def other_steps(findings: Sequence[Finding], snap: Snapshot, changed: Set[str], 
                 cmd = "conda install -p %s %s" % (shlex.quote(snap.python.conda_prefix), cmd[len("conda install "):])
             mine.append(cmd)
             if cmd not in seen:
-                kind = OTHER if own else UNINSTALL if argv else SHELL if cmd.startswith(("export ", "unset ")) else OTHER
+                kind = OTHER if own else (INSTALL if argv[3:4] == ("install",) else UNINSTALL) if argv else \
+                    SHELL if cmd.startswith(("export ", "unset ")) else OTHER
                 seen[cmd] = Step(kind, cmd, argv, shell="sh, bash, zsh" if kind == SHELL else "", root=cmd.startswith("sudo "),
                                  why="%s: %s" % (f.rule, fix.summary))
                 steps.append(seen[cmd])

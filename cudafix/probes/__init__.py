@@ -257,6 +257,19 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
     _guard(snap, "libraries", _libraries)
 
+    def _torch_import() -> None:
+        from cudafix.probes.torchload import probe_torch_import
+
+        primary = snap.primary_torch
+        if (snap.python.platform or "linux").startswith("win"):
+            return  # Windows: torch's DLL loading is cudafix/probes/windows.py's
+        snap.torch_import = probe_torch_import(primary.package_dir if primary else None, sys_path or [], env,
+                                               python_version=snap.python.version or "",
+                                               executable=snap.python.executable, cache_dir=cache_dir, root=root, keep=keep)
+
+    if sys_path is not None:
+        _guard(snap, "torch_import", _torch_import)
+
     ext_kwargs: Optional[Dict[str, Any]] = None
     ext_job = ahead.claim(EXTENSIONS, None) if ahead is not None else None
 
@@ -318,7 +331,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
 
 # The order take_snapshot runs its probes in without a head start: probe_errors keeps it.
 PROBE_ORDER = ("host", "node", "python", "env", "driver", "hardware", "gpus", "toolkits", "torch", "torchvision",
-               "torch_pinned", "libraries", "extensions", "wsl", "windows", "jit_cache")
+               "torch_pinned", "libraries", "torch_import", "extensions", "wsl", "windows", "jit_cache")
 
 
 def _in_probe_order(errors: Dict[str, str]) -> Dict[str, str]:

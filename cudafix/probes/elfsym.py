@@ -47,6 +47,16 @@ def gnu_hash(name: bytes) -> int:
 def needed_symbols(path: str) -> Tuple[Optional[NeededSymbols], str]:
     """The object's undefined dynamic symbols, ordered as glibc binds them at RTLD_NOW:
     ``.rela.dyn`` first, then ``.rela.plt``; symbols no relocation names come last."""
+    got, why = imports(path)
+    if got is None:
+        return None, why
+    return NeededSymbols([n for n, w, _v, _f in got if not w], [n for n, w, _v, _f in got if w]), ""
+
+
+def imports(path: str) -> Tuple[Optional[List[Tuple[str, bool, Optional[str], Optional[str]]]], str]:
+    """(name, weak, version, file) of each undefined dynamic symbol in binding order; version and
+    file from the symbol's ``.gnu.version`` index into ``.gnu.version_r`` (e.g.
+    ``__nvJitLinkAddData_12_1``, "libnvJitLink.so.12", "libnvJitLink.so.12"), None when unversioned."""
     elf, reason = read_elf(path, with_dynamic=False)
     if elf is None:
         return None, reason or "unreadable"
@@ -91,9 +101,55 @@ def needed_symbols(path: str) -> Tuple[Optional[NeededSymbols], str]:
         if idx in undefined and idx not in seen:
             seen.add(idx)
             ordered.append(idx)
-    strong = [undefined[i][0] for i in ordered if not undefined[i][1]]
-    weak = [undefined[i][0] for i in ordered if undefined[i][1]]
-    return NeededSymbols(strong, weak), ""
+    versions = _needed_versions(path, elf, strs, len(syms) // SYM_SIZE)
+    return [(undefined[i][0], undefined[i][1]) + versions.get(i, (None, None)) for i in ordered], ""
+
+
+def _needed_versions(path: str, elf: ElfFile, strs: bytes, nsyms: int) -> Dict[int, Tuple[Optional[str], Optional[str]]]:
+    """symbol index -> (version name, file) from .gnu.version / .gnu.version_r (elf.h Elf64_Verneed,
+    Elf64_Vernaux); {} when the object has none or they cannot be read."""
+    vs, vr = elf.sections.get(".gnu.version"), elf.sections.get(".gnu.version_r")
+    if vs is None or vr is None or vs.size > MAX_DYNSYM_BYTES or vr.size > (1 << 20):
+        return {}
+    try:
+        fd, _st = open_regular(path)
+    except ElfError:
+        return {}
+    try:
+        versym = _pread(fd, vs.offset, min(vs.size, 2 * nsyms))
+        need = _pread(fd, vr.offset, vr.size)
+    except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(fd)
+
+    def cstr(off: int) -> str:
+        end = strs.find(b"\0", off)
+        return strs[off:end if end >= 0 else len(strs)].decode("utf-8", "surrogateescape")
+
+    names: Dict[int, Tuple[str, str]] = {}
+    try:
+        off = 0
+        for _ in range(4096):  # bounded: a real object names a few dozen
+            _ver, cnt, vfile, aux, nxt = struct.unpack_from("<HHIII", need, off)
+            a = off + aux
+            for _ in range(min(cnt, 4096)):
+                _hash, _flags, other, vname, anext = struct.unpack_from("<IHHII", need, a)
+                names[other] = (cstr(vname), cstr(vfile))
+                if not anext:
+                    break
+                a += anext
+            if not nxt:
+                break
+            off += nxt
+    except struct.error:
+        return {}
+    out: Dict[int, Tuple[Optional[str], Optional[str]]] = {}
+    for i, (v,) in enumerate(struct.iter_unpack("<H", versym[: len(versym) - len(versym) % 2])):
+        hit = names.get(v & 0x7FFF)
+        if hit is not None:
+            out[i] = hit
+    return out
 
 
 def _pread(fd: int, offset: int, size: int) -> bytes:

@@ -46,7 +46,7 @@ from cudafix.model import cuda as cudaver
 from cudafix.model.lazyre import lazy_re
 
 CACHE_FILE = "extensions-cache.json"
-CACHE_VERSION = 3  # 2: the static runtime's version (cudart_version); 3: the PTX ISA versions (ptx_isa)
+CACHE_VERSION = 4  # 2: the static runtime's version (cudart_version); 3: torch symbols looked up in the DT_NEEDED closure too; 4: the PTX ISA versions (ptx_isa)
 CACHE_MAX_ENTRIES = 4096
 MAX_DEPTH = 8  # site-packages/pkg/sub/... deeper than this holds no importable module
 MAX_DEPTH_OTHER = 4  # a PYTHONPATH source tree: its in-place built modules sit near the top
@@ -336,6 +336,8 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
                     sym = ent.get("symcheck")
                     if not (isinstance(sym, dict) and sym.get("key") == key):
                         missing, err = tsyms.missing(list(facts.get("torch_syms") or ()))
+                        if missing and not err:  # defined in its own dependencies (nvfuser/_C: libnvfuser_codegen.so)?
+                            missing = _closure_missing(path, torch_dir, missing, env, probe_root, keep)
                         sym = {"key": key, "missing": missing[:MAX_MISSING_KEPT], "count": len(missing), "error": err,
                                "demangled": demangle(missing[0]) if missing else None}
                         if not err:
@@ -395,6 +397,14 @@ def _apply_symcheck(m: ExtensionModule, sym: Dict[str, Any], torch_lib: str, che
     m.missing_torch_symbols = [str(s) for s in sym.get("missing") or ()]
     m.missing_torch_symbols_count = int(sym.get("count") or 0)
     m.missing_demangled = sym.get("demangled")
+
+
+def _closure_missing(path: str, torch_dir: Optional[str], missing: List[str], env: Mapping[str, str],
+                     root: str, keep: Tuple[str, ...]) -> List[str]:
+    from cudafix.probes.extload import undefined_in_closure
+
+    left, _why = undefined_in_closure(path, torch_dir, missing, env, root=root, keep=keep)
+    return missing if left is None else left
 
 
 def _apply_loadcheck(m: ExtensionModule, torch_dir: Optional[str], env: Mapping[str, str], root: str = "/",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Mapping, Optional, Tuple
+from typing import List, Mapping, Optional, Tuple
 
 from cudafix.probes.loaderfs import REAL, FileSystem
 from cudafix.probes.loadersim import LoaderSim, ld_cache_of
@@ -51,3 +51,29 @@ def first_missing_needed(module: str, torch_dir: Optional[str], env: Mapping[str
             return None, "", "unknown: %s: %s" % (name, why)
         return name, requester.path if requester is not None else module, why or "not found"
     return None, "", "every DT_NEEDED library found (glibc search order simulated, breadth first, after `import torch`)"
+
+
+def undefined_in_closure(module: str, torch_dir: Optional[str], names: List[str], env: Mapping[str, str],
+                         executable: Optional[str] = None, root: str = "/",
+                         keep: Tuple[str, ...] = ()) -> Tuple[Optional[List[str]], str]:
+    """The ``names`` that no object of the process `import torch` leaves plus ``module``'s whole
+    DT_NEEDED closure defines (glibc looks a symbol up in the global scope, then the module's own
+    dependencies, elf/dl-lookup.c): torch 2.0.1's nvfuser/_C imports 241 torch symbols that
+    torch/lib/libnvfuser_codegen.so, its first DT_NEEDED, defines.  (None, why) when undecided."""
+    from cudafix.probes.elfsym import SymbolTable, missing_from
+
+    try:
+        fs = REAL if root == "/" else FileSystem(root, keep)
+        sim = LoaderSim(env, executable=executable, ld_cache=ld_cache_of(fs), fs=fs)
+        if torch_dir:
+            sim.preload(torch_preloads(torch_dir))
+        sim.load(module, None, how="root")
+    except Exception as exc:  # a probe lets no exception out
+        return None, "loader simulation failed: %s: %s" % (type(exc).__name__, exc)
+    tables = [SymbolTable(o.path) for o in sim.loaded if o.path != module]
+    try:
+        left, err = missing_from(names, [t for t in tables if t.error is None])
+    finally:
+        for t in tables:
+            t.close()
+    return (None, err) if err else (left, "")

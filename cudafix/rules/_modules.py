@@ -1,5 +1,5 @@
 """Which modules contribute rules, in report order."""
 
-from cudafix.rules import arch, driver, env, extensions, gpu_driver, libs, nccl, toolkit, torch, windows, wsl  # noqa: F401
+from cudafix.rules import arch, driver, env, extensions, gpu_driver, install, libs, nccl, toolkit, torch, windows, wsl  # noqa: F401
 
-MODULES = (driver, wsl, windows, gpu_driver, torch, arch, extensions, libs, toolkit, env, nccl)
+MODULES = (driver, wsl, windows, gpu_driver, torch, install, arch, extensions, libs, toolkit, env, nccl)

@@ -75,6 +75,8 @@ def rebuild(snap: Snapshot, m: ExtensionModule, ccs: List[str]) -> Fix:
         d = os.path.dirname(m.path)
         return Fix(summary="delete the cached build of torch extension %s and let torch.utils.cpp_extension rebuild it with %s set in the program's environment" % (m.package or _name(m), env),
                    commands=("rm -rf %s" % shlex.quote(d), "export %s" % env))
+    if (m.package or "").lower() == "torch":  # torch's own file (nvfuser/_C): never rebuilt; no torch sdist on PyPI
+        return Fix(summary="reinstall torch %s from its wheel: %s is torch's own file" % (m.package_version or "", m.path))
     if m.package and (m.location == "conda lib" or m.owner_via.startswith("conda-meta/")):
         return Fix(summary="install a build of the conda package %s with code for compute capability %s (its channel's build matrix decides; rebuild from its recipe otherwise)" % (m.package, archs))
     if m.package:

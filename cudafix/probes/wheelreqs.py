@@ -1,0 +1,146 @@
+"""Which nvidia-* wheel, at which version, torch requires for each CUDA library family.
+
+Read from the installed torch's METADATA ``Requires-Dist`` and, where torch requires
+``cuda-toolkit[cublas,...]==V`` (torch 2.14.1's CUDA 13 wheels), from the installed cuda-toolkit's
+own requirements for those extras; markers evaluated for the target Python
+(https://packaging.python.org/en/latest/specifications/dependency-specifiers/).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Dict, List, Optional, Sequence, Tuple
+
+from cudafix.knowledge import torch_wheels
+from cudafix.knowledge.cuda_packages import normalize
+
+MAX_METADATA = 1 << 20
+
+
+def _metadata(site: str, dist: str) -> Tuple[Optional[str], List[str]]:
+    """(version, Requires-Dist values) of ``dist`` installed in ``site``; (None, []) if absent."""
+    pat = re.sub(r"[-_.]+", "[-_.]", dist)
+    for info in sorted(glob.glob(os.path.join(glob.escape(site), "*.dist-info"))):
+        m = re.match(r"^(.+)-([^-]+)\.dist-info$", os.path.basename(info))
+        if not m or not re.fullmatch(pat, m.group(1), re.I):
+            continue
+        try:
+            with open(os.path.join(info, "METADATA"), encoding="utf-8", errors="replace") as fh:
+                text = fh.read(MAX_METADATA)
+        except OSError:
+            return m.group(2), []
+        head = text.split("\n\n", 1)[0]
+        return m.group(2), [ln[len("Requires-Dist:"):].strip() for ln in head.splitlines() if ln.startswith("Requires-Dist:")]
+    return None, []
+
+
+class Requirements:
+    """torch's CUDA wheel requirements, flattened: (wheel name, pip spec, required by, family, extra)."""
+
+    def __init__(self, torch_dir: str, sys_path: Sequence[str], python_version: str) -> None:
+        from packaging.markers import default_environment
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        self.sites = [p for p in sys_path if p and os.path.isdir(p)]
+        site = os.path.dirname(torch_dir)
+        self.entries: List[Tuple[str, str, str, str, str]] = []
+        env = default_environment()
+        if python_version:
+            env["python_version"] = ".".join(python_version.split(".")[:2])
+            env["python_full_version"] = python_version
+
+        def applies(req: "Requirement", extra: str = "") -> bool:
+            return req.marker is None or req.marker.evaluate(dict(env, extra=extra))
+
+        tv, lines = _metadata(site, "torch")
+        for line in lines:
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if not applies(req):
+                continue
+            name = normalize(req.name)
+            fam = torch_wheels.wheel_family(name)
+            if fam:
+                self.entries.append((name, "%s%s" % (name, req.specifier), "torch %s" % tv, fam, ""))
+            elif name == "cuda-toolkit":
+                cv, ct_lines = _metadata(site, "cuda-toolkit")
+                for extra in sorted(req.extras):
+                    fam_of_extra = next((f for _p, f, e in torch_wheels.FAMILIES if e == extra), "")
+                    # without the installed cuda-toolkit's METADATA, its own requirement installs the extra
+                    self.entries.append(("cuda-toolkit", "cuda-toolkit[%s]%s" % (extra, req.specifier), "torch %s" % tv,
+                                         fam_of_extra, extra))
+                    for ct_line in ct_lines if cv else ():
+                        try:
+                            sub = Requirement(ct_line)
+                        except InvalidRequirement:
+                            continue
+                        sname = normalize(sub.name)
+                        sfam = torch_wheels.wheel_family(sname)
+                        if sfam and sub.marker is not None and applies(sub, extra) and not applies(sub, ""):
+                            self.entries.insert(0, (sname, "%s%s" % (sname, sub.specifier),
+                                                    "cuda-toolkit %s [%s]" % (cv, extra), sfam, extra))
+        self._installed: Optional[Dict[str, str]] = None
+
+    def for_family(self, fam: str, extra: str = "") -> Optional[Tuple[str, str, str]]:
+        for name, spec, by, f, _e in self.entries:
+            if f == fam and name != "cuda-toolkit":
+                return name, spec, by
+        for name, spec, by, f, e in self.entries:
+            if name == "cuda-toolkit" and (f == fam or (extra and e == extra)):
+                return name, spec, by
+        return None
+
+    def installed(self) -> Dict[str, str]:
+        """name -> version of every nvidia-* distribution on the sys.path entries."""
+        if self._installed is None:
+            self._installed = {}
+            for site in self.sites:
+                for info in sorted(glob.glob(os.path.join(glob.escape(site), "nvidia_*.dist-info"))):
+                    m = re.match(r"^(.+)-([^-]+)\.dist-info$", os.path.basename(info))
+                    if m:
+                        self._installed.setdefault(normalize(m.group(1)), m.group(2))
+        return self._installed
+
+    def installed_family(self, fam: str) -> List[Tuple[str, str]]:
+        return [(n, v) for n, v in sorted(self.installed().items()) if torch_wheels.wheel_family(n) == fam]
+
+    def not_installed(self) -> List[Tuple[str, str, str]]:
+        """(name, spec, required by) of the nvidia-* wheels torch requires that no distribution of
+        that name is installed for (cuda-toolkit's own requirements stand for its extras)."""
+        have = self.installed()
+        named = {f for n, _s, _b, f, _e in self.entries if n != "cuda-toolkit"}
+        out = []
+        for name, spec, by, fam, _e in self.entries:
+            if name == "cuda-toolkit":
+                if fam in named or not fam or self.installed_family(fam):
+                    continue
+            elif name in have:
+                continue
+            if all(o[0] != name or o[1] != spec for o in out):
+                out.append((name, spec, by))
+        return out
+
+    def unpinned(self) -> List[Tuple[str, str, str, str]]:
+        """(name, spec, required by, installed version) of installed wheels the pins exclude."""
+        from packaging.specifiers import SpecifierSet
+        from packaging.version import InvalidVersion
+
+        out = []
+        have = self.installed()
+        for name, spec, by, _f, _e in self.entries:
+            if name == "cuda-toolkit" or name not in have:
+                continue
+            try:
+                ok = SpecifierSet(spec[len(name):]).contains(have[name], prereleases=True)
+            except (InvalidVersion, ValueError):
+                continue
+            if not ok and all(o[0] != name for o in out):
+                out.append((name, spec, by, have[name]))
+        return out
