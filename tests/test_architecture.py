@@ -23,7 +23,8 @@ ALLOWED: Dict[str, Set[str]] = {
     "model": set(),
     "knowledge": {"model"},
     "store": set(),
-    "probes": {"model", "knowledge", "store"},
+    "forks": set(),  # cudafix/forks.py: the one fork primitive, imports nothing of cudafix
+    "probes": {"model", "knowledge", "store", "forks"},
     "rules": {"model", "knowledge"},
     "plans": {"model", "knowledge", "rules", "probes", "store"},
     "render": {"model", "knowledge", "rules", "plans"},
@@ -36,7 +37,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "verify": {"model", "knowledge", "probes", "rules", "store"},
     "cli": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "verify", "hook", "fleet",
             "activation", "warm"},
-    "fleet": {"model", "knowledge", "rules", "probes", "render"},  # render: the text toolkit's escaping
+    "fleet": {"model", "knowledge", "rules", "probes", "render", "forks"},  # render: the text toolkit's escaping
     "plugins": {"model", "knowledge", "probes", "rules", "plans", "render", "store", "cli"},
 }
 TOP = {"__init__", "__main__"}  # cudafix/__init__.py (the version) and `python -m cudafix`

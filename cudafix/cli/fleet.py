@@ -52,23 +52,31 @@ def fleet(sources: Tuple[str, ...], slurm: bool, ray_address: Optional[str], pyt
     except EngineError as exc:  # the engine could not be used: one line
         _fail(str(exc))
     if not rep.nodes and not rep.errors:
-        _fail("no snapshots found in %s" % ", ".join(sources) if sources else "the engine returned no snapshot")
+        _fail("no snapshots found in %s" % ", ".join("stdin" if s == "-" else s for s in sources) if sources
+              else "the engine returned no snapshot")
     click.echo(render.render_json(rep) if as_json else render.render_text(rep), nl=False)
     sys.exit(rep.exit_code())
 
 
 def _keyed(sources: Tuple[str, ...]) -> Iterator:
-    """Every node of every --from source, one at a time, in order (a directory in parallel)."""
+    """Every node of every --from source, one at a time, in order: a directory through
+    fleet/parallel.py, a stream document by document as it arrives (memory stays flat)."""
     import os
 
     from cudafix.fleet import compare, parallel
-    from cudafix.fleet.inputs import InputError, iter_path, iter_stream
+    from cudafix.fleet.inputs import InputError, iter_path, iter_reader
 
     for s in sources:
         if s != "-" and os.path.isdir(s):
             yield from parallel.iter_dir(s)
             continue
-        for item in (iter_stream(sys.stdin.read(), "<stdin>") if s == "-" else iter_path(s)):
+        if s == "-":
+            stdin = getattr(sys.stdin, "buffer", None)
+            read = stdin.read if stdin is not None else (lambda n: sys.stdin.read(n).encode("utf-8"))
+            items = iter_reader(read, "<stdin>")
+        else:
+            items = iter_path(s)
+        for item in items:
             yield compare.Keyed(item.source, error=item.message) if isinstance(item, InputError) else compare.keyed(item)
 
 

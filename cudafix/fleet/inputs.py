@@ -15,13 +15,14 @@ document in memory at once, not the fleet's.
 
 from __future__ import annotations
 
+import codecs
 import collections
 import dataclasses
 import json
 import os
 import re
 import stat
-from typing import Iterator, List, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 MAX_DOC_BYTES = 64 << 20  # one snapshot is ~30 KB; this bounds a corrupt or hostile input
 # pdsh writes "%s: %s" (host, line); an empty line may have lost its trailing space.
@@ -36,7 +37,6 @@ class Document:
     source: str  # file path, or "<stdin>#3", or "<stdin>:node3" (pdsh)
     data: dict
     name: Optional[str] = None  # the transport's name for the node (pdsh's host prefix): it wins
-    raw: Optional[bytes] = None  # the document's own bytes, when it is the whole input (a file)
 
 
 class EngineError(RuntimeError):
@@ -89,8 +89,7 @@ def _documents(text: str, source: str) -> Iterator[Tuple[Item, int, int]]:
             yield InputError(name, "not JSON: %s" % _short(str(exc) or type(exc).__name__, 120)), start, n
             return  # the rest of the stream cannot be re-synchronised reliably
         snap = _snapshot_member(data)
-        # raw=b"": the document is the snapshot itself (not a status document's member)
-        yield (_not_snapshot(name, data) if snap is None else Document(name, snap, raw=b"" if snap is data else None)), start, i
+        yield (_not_snapshot(name, data) if snap is None else Document(name, snap)), start, i
 
 
 def _pdsh(text: str) -> bool:
@@ -190,7 +189,6 @@ def node_document(path: str, raw: bytes) -> Item:
         item.source = path
         return item
     item.source = path
-    item.raw = raw if item.raw is not None else None  # the file is this snapshot alone: its bytes can key the content (compare.py)
     return item
 
 
@@ -209,14 +207,87 @@ def iter_path(path: str) -> Iterator[Item]:
         for p in names:
             yield node_file(p)
         return
-    raw = read_file(path, regular_only=False)  # named by the user: a pipe (`--from <(pdsh ...)`) is fine
-    if isinstance(raw, InputError):
-        yield raw
+    try:  # named by the user: a pipe (`--from <(pdsh ...)`) is fine
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        yield InputError(path, "cannot read: %s" % (exc.strerror or exc))
         return
-    items = list(iter_stream(raw.decode("utf-8", "replace"), path))
-    if len(items) == 1 and isinstance(items[0], Document):
-        items[0].source = path  # one document per file: the file names it
-    yield from items
+    try:
+        first: Optional[Item] = None
+        n = 0
+        for item in iter_reader(lambda size: os.read(fd, size), path):
+            n += 1
+            if n == 1:
+                first = item  # held back: a file of one document is named by the file
+                continue
+            if first is not None:
+                yield first
+                first = None
+            yield item
+        if first is not None:
+            if n == 1 and isinstance(first, Document):
+                first.source = path
+            yield first
+    except OSError as exc:
+        yield InputError(path, "cannot read: %s" % (exc.strerror or exc))
+    finally:
+        os.close(fd)
+
+
+CHUNK = 1 << 20
+
+
+def iter_reader(read: Callable[[int], bytes], source: str) -> Iterator[Item]:
+    """The documents of a stream as they arrive (``read(n)``: at most n bytes, b"" at its end):
+    memory holds the document being read and one chunk, not the stream -- `--from -` with 100,000
+    nodes stays flat.  pdsh's output is the exception: its hosts' lines interleave, so it is read
+    whole and demultiplexed (_demultiplex)."""
+    utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+    state = {"buf": "", "eof": False}
+
+    def fill(at: int, size: int) -> str:  # drop what was parsed, read ``size`` more
+        chunk = read(size)
+        state["eof"] = not chunk
+        state["buf"] = state["buf"][at:] + utf8.decode(chunk, final=not chunk)
+        return state["buf"]
+
+    buf = fill(0, CHUNK)
+    while not state["eof"] and "\n" not in buf.lstrip("\r\n"):
+        buf = fill(0, CHUNK)
+    if _pdsh(buf):
+        while not state["eof"]:
+            buf = fill(0, CHUNK)
+        yield from _demultiplex(buf, source)
+        return
+    dec = json.JSONDecoder()
+    i = k = 0
+    while True:
+        n = len(buf)
+        while i < n and buf[i] in " \t\r\n,":
+            i += 1
+        if i >= n:
+            if state["eof"]:
+                return
+            buf, i = fill(i, CHUNK), 0
+            continue
+        try:
+            data, end = dec.raw_decode(buf, i)
+        except _PARSE_ERRORS as exc:
+            if not state["eof"] and n - i <= MAX_DOC_BYTES:  # the document goes on in the next chunk
+                buf, i = fill(i, max(CHUNK, n - i)), 0  # twice what is held: a long document costs a few tries
+                continue
+            k += 1
+            yield InputError("%s#%d" % (source, k), "not JSON: %s" % _short(str(exc) or type(exc).__name__, 120)
+                             if n - i <= MAX_DOC_BYTES else "a document larger than %d MiB" % (MAX_DOC_BYTES >> 20))
+            return  # the rest of the stream cannot be re-synchronised reliably
+        if end == n and not state["eof"]:  # a number at the chunk's end may go on: read on, parse again
+            buf, i = fill(i, CHUNK), 0
+            continue
+        k += 1
+        name = "%s#%d" % (source, k)
+        snap = _snapshot_member(data)
+        yield _not_snapshot(name, data) if snap is None else Document(name, snap)
+        i = end
 
 
 def split(items: Iterator[Item]) -> Tuple[List[Document], List[InputError]]:

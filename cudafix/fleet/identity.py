@@ -1,0 +1,64 @@
+"""What makes a node this node and not its neighbour: the one list of identity fields.
+
+Two nodes whose snapshots are equal apart from these fields have the same stack: `cudafix fleet`
+builds the record and runs the rules once for them (compare.py).  A field belongs here only if no
+rule reads it (tests/test_fleet_identity.py holds that against the rules' source), so leaving it
+out of the content can never change a finding.  ``node.unknown`` is not here: the NCCL rules
+quote it.
+"""
+
+from __future__ import annotations
+
+import marshal
+from typing import Any, Dict, Optional
+
+TOP_FIELDS = ("created", "source")  # when and where the snapshot was taken
+NODE_FIELDS = ("hostname", "engine", "node_id", "found_via")  # the node section: who the node is
+GPU_FIELDS = ("uuid", "pci_bus_id")  # each GPU of gpus.gpus: the card's own serial and slot
+
+
+def split(data: Dict[str, Any]) -> Dict[str, Any]:
+    """The snapshot without its identity fields (shallow copies: ``data`` is left as it is).
+    A section of another shape than the schema's stays in whole: its content is judged."""
+    view = {k: v for k, v in data.items() if k not in TOP_FIELDS}
+    node = view.get("node")
+    if isinstance(node, dict):
+        view["node"] = {k: v for k, v in node.items() if k not in NODE_FIELDS}
+    gpus = view.get("gpus")
+    if isinstance(gpus, dict) and isinstance(gpus.get("gpus"), list):
+        cards = [{k: v for k, v in g.items() if k not in GPU_FIELDS} if isinstance(g, dict) else g for g in gpus["gpus"]]
+        view["gpus"] = dict(gpus, gpus=cards)
+    return view
+
+
+def content_bytes(data: Dict[str, Any]) -> Optional[bytes]:
+    """The content as bytes, or None where an identity field holds what the schema does not
+    allow there (such a node is judged on its own: its snapshot's own type check names the field).
+    Equal bytes mean equal content, types included (true and 1, 1 and 1.0 are told apart, as the
+    snapshot's type check tells them apart; ``==`` would not).  Keys in another order, or objects
+    shared in another way (marshal marks an object referenced twice), give other bytes: one more
+    judgement, never a wrong merge."""
+    return None if problem(data) else marshal.dumps(split(data))
+
+
+def problem(data: Dict[str, Any]) -> bool:
+    """True when an identity field holds what the schema does not allow there."""
+    for k in TOP_FIELDS:
+        if k in data and not isinstance(data[k], str):
+            return True
+    node = data.get("node", {})
+    if not isinstance(node, dict):
+        return True
+    for k in ("hostname", "engine", "node_id"):
+        v = node.get(k)
+        if v is not None and not isinstance(v, str):
+            return True
+    fv = node.get("found_via", {})
+    if not isinstance(fv, dict) or not all(isinstance(x, str) for x in fv.values()):
+        return True
+    gpus = data.get("gpus")
+    if isinstance(gpus, dict) and isinstance(gpus.get("gpus"), list):
+        for g in gpus["gpus"]:
+            if isinstance(g, dict) and any(g.get(k) is not None and not isinstance(g.get(k), str) for k in GPU_FIELDS):
+                return True
+    return False
