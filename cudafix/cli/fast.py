@@ -22,7 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Mapping, Optional, Sequence
 
-from cudafix.cli import with_default_command
+from cudafix.cli.commands import with_default_command
 
 COMMANDS = ("status", "check")
 # option -> (the key click gives the command, repeatable?)

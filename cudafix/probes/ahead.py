@@ -30,9 +30,11 @@ from __future__ import annotations
 import os
 import sys
 
+from cudafix import forks
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 GPUS = "gpus"
 EXTENSIONS = "extensions"
@@ -40,83 +42,24 @@ MACHINE = "machine"
 
 
 class Job:
-    """One child process running one probe; ``take()`` waits for its answer."""
+    """One child (cudafix/forks.py) running one probe for the inputs ``key``."""
 
-    def __init__(self, name: str, key: Any, pid: int, fd: int) -> None:
-        self.name, self.key, self._pid, self._fd = name, key, pid, fd
-        self._done = False
-        self._answer: Optional[Tuple[bool, Any]] = None
+    def __init__(self, name: str, key: Any, child: forks.Child) -> None:
+        self.name, self.key, self.child = name, key, child
 
     def take(self) -> Optional[Tuple[bool, Any]]:
-        """``(True, value)``, ``(False, "Type: message")`` (the probe raised), or None: no answer
-        (the child died, or sent what cannot be read): the caller runs the probe itself."""
-        if not self._done:
-            self._done = True
-            chunks: List[bytes] = []
-            try:
-                while True:
-                    chunk = os.read(self._fd, 1 << 20)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-            except OSError:
-                chunks = []
-            finally:
-                os.close(self._fd)
-                _HELD.discard(self._fd)
-                _reap(self._pid)
-            if chunks:
-                try:
-                    from _pickle import loads  # pickle's C half: a third of `import pickle` (~1.4 ms)
-                except ImportError:
-                    from pickle import loads
-                try:
-                    got = loads(b"".join(chunks))
-                except Exception:  # a child killed mid-write
-                    got = None
-                if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], bool):
-                    self._answer = got
-        return self._answer
+        """``(True, value)``, ``(False, "Type: message")`` (the probe raised), or None (no answer:
+        the caller runs the probe itself)."""
+        return self.child.take()
 
     def drop(self) -> None:
         """Not needed after all: read the answer anyway (the child has done the serial path's own
-        cache writes by then) and close its pipe; the process is waited for at exit."""
-        self.take()
+        cache writes by then) and close its pipe."""
+        self.child.take()
 
 
-# The read ends of this process's jobs (and, in a child, its write end to its parent): a child
-# closes the ones it inherits, or a parent's read would wait for the grandchildren's exit.
-_HELD: Set[int] = set()
-# Children that answered but had not exited when asked: waited for at this process's exit.
-_PENDING: List[int] = []
-
-
-def _reap(pid: int) -> None:
-    """Wait for a child that has answered -- without blocking: after its answer a child still shuts
-    NVML down and tears its memory down, which the caller need not wait for (:func:`reap_all`)."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except (OSError, InterruptedError):
-        return
-    if done == 0:
-        _pending(pid)
-
-
-def _pending(pid: int) -> None:
-    if not _PENDING:
-        import atexit
-
-        atexit.register(reap_all)
-    _PENDING.append(pid)
-
-
-def reap_all() -> None:
-    """Wait for every child that answered (a process's exit: none is left a zombie)."""
-    while _PENDING:
-        try:
-            os.waitpid(_PENDING.pop(), 0)
-        except (OSError, InterruptedError):
-            pass
+reap_all = forks.reap_all
+split_work = forks.split_work  # the extension scan's and the split walk's: cudafix/forks.py
 
 
 class Ahead:
@@ -135,6 +78,15 @@ class Ahead:
             return None
         return job
 
+    def machine(self, key: Any) -> Optional[Job]:
+        return self.claim(MACHINE, key)
+
+    def gpus(self, env: Mapping[str, str], root: str, use_nvml: bool) -> Optional[Job]:
+        return self.claim(GPUS, gpus_key(env, root, use_nvml))
+
+    def extensions(self) -> Optional[Job]:
+        return self.claim(EXTENSIONS, None)
+
     def close(self) -> None:
         for job in list(self.jobs.values()):
             job.drop()
@@ -144,38 +96,17 @@ class Ahead:
         """The jobs' answers go to another child (which holds the read ends): this process closes
         its own and only waits for the jobs' processes, at its exit."""
         for job in self.jobs.values():
-            os.close(job._fd)
-            _HELD.discard(job._fd)
-            _pending(job._pid)
+            job.child.release()
         self.jobs.clear()
 
 
 def can_fork(env: Mapping[str, str]) -> Optional[str]:
-    """None where forking the probes is safe here, else why not (one line)."""
+    """None where forking the probes is safe here and allowed, else why not (one line)."""
     from cudafix.knowledge import knobs
 
-    if knobs.flag(env, "CUDAFIX_SERIAL"):
-        return "CUDAFIX_SERIAL is set"
-    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
-        return "not Linux"
-    try:
-        threads = len(os.listdir("/proc/self/task"))
-    except OSError:
-        return "/proc/self/task is not readable"
-    if threads != 1:
-        # a child of a threaded process may inherit a lock some other thread held (malloc, stdio, import)
-        return "%d threads in this process" % threads
-    if _cpus() < 2:
-        return "one CPU: nothing would run beside the parent"
-    return None
-
-
-def _cpus() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    if knobs.jobs(env) == 1:
+        return "CUDAFIX_SERIAL is set" if not (env.get("CUDAFIX_JOBS") or "").strip() else "CUDAFIX_JOBS=1"
+    return forks.unsafe()
 
 
 # A cold extension scan reads every shared object of the env (the H200 image: 782, ~360 ms in
@@ -185,119 +116,8 @@ MAX_EXAMINE_WORKERS = 8
 
 def _fork(name: str, key: Any, work: Callable[[], Any], after: Optional[Callable[[], None]] = None,
           keep: Tuple[int, ...] = ()) -> Optional[Job]:
-    """A child running ``work``; once its answer is sent (and its end of the pipe closed, so the
-    parent reads it at once) it runs ``after`` and waits for children of its own.  ``keep``: read
-    ends of other jobs the child is to read (every other one it inherits, it closes)."""
-    try:
-        r, w = os.pipe()
-    except OSError:
-        return None
-    try:
-        pid = os.fork()
-    except OSError:  # a process limit, a seccomp profile: the parent probes itself
-        os.close(r)
-        os.close(w)
-        return None
-    if pid == 0:  # the child: run, answer, leave without running anything of the parent's
-        code = 1
-        try:
-            for fd in [r] + sorted(_HELD.difference(keep)):
-                os.close(fd)
-            _HELD.clear()
-            _HELD.update((w,) + tuple(keep))
-            _PENDING[:] = []  # the parent's children are not this one's to wait for
-            try:
-                answer: Tuple[bool, Any] = (True, work())
-            except Exception as exc:  # what _guard would have recorded for this probe
-                answer = (False, "%s: %s" % (type(exc).__name__, exc))
-            import pickle
-
-            data = memoryview(pickle.dumps(answer, pickle.HIGHEST_PROTOCOL))
-            while data:
-                data = data[os.write(w, data):]
-            os.close(w)
-            code = 0
-            if after is not None:
-                after()
-        except BaseException:  # KeyboardInterrupt, a closed pipe: no answer, the parent probes itself
-            pass
-        finally:
-            try:
-                reap_all()
-            finally:
-                os._exit(code)
-    os.close(w)
-    _HELD.add(r)
-    return Job(name, key, pid, r)
-
-
-def split_work(items: List[Tuple[Any, int]], workers: int, work: Callable[[List[Any]], Dict[str, Any]],
-               min_items: int) -> Dict[str, Any]:
-    """``work`` over ``items`` ((item, weight)) in ``workers`` processes, this one and children,
-    where there are ``min_items`` or more and forking is safe here: the answers merged ({} where
-    nothing was split).  The items wait in a queue, the heaviest first, and each process takes
-    the next one when it is free: a weight (a file's size) says little of an item's time (a
-    400 MB library with a 23 MB .rodata took 42 ms of a cold scan, as long as ~300 small files),
-    so shares fixed beforehand left processes idle while one worked on.  What no child answered
-    for is left out: the caller does it itself."""
-    if workers < 2 or len(items) < min_items or can_fork(os.environ) is not None:
-        return {}
-    order = sorted(range(len(items)), key=lambda i: -items[i][1])
-    queue = _queue(order)
-    if queue is None:  # the queue did not fit in a pipe: fixed shares, each about the same weight
-        shares: List[List[Any]] = [[] for _ in range(workers)]
-        load = [0] * workers
-        for i in order:
-            j = load.index(min(load))
-            shares[j].append(items[i][0])
-            load[j] += items[i][1]
-        jobs = [_fork("share", None, lambda share=share: work(share)) for share in shares[1:]]
-        try:
-            out = work(shares[0])
-        finally:
-            answers = [job.take() if job is not None else None for job in jobs]
-    else:
-        def pull() -> Dict[str, Any]:
-            got: Dict[str, Any] = {}
-            while True:
-                # a pipe's read takes whole records here: every record is 4 bytes, every read asks for 4
-                record = os.read(queue, 4)
-                if len(record) < 4:
-                    return got
-                got.update(work([items[int.from_bytes(record, "little")][0]]))
-
-        jobs = []
-        try:
-            jobs = [_fork("share", None, pull) for _ in range(workers - 1)]
-            out = pull()
-        finally:
-            os.close(queue)
-            answers = [job.take() if job is not None else None for job in jobs]  # waited for, whatever happened here
-    for got in answers:
-        if got is not None and got[0]:
-            out.update(got[1])
-    return out
-
-
-def _queue(order: List[int]) -> Optional[int]:
-    """The read end of a pipe holding ``order`` (4-byte records, the write end closed: a reader
-    meets its end once it is empty), or None where it does not fit the pipe's buffer (64 KiB by
-    default; less where the user's pipe pages run short, pipe(7))."""
-    data = b"".join(i.to_bytes(4, "little") for i in order)
-    try:
-        r, w = os.pipe()
-    except OSError:
-        return None
-    try:
-        os.set_blocking(w, False)
-        written = os.write(w, data)
-    except OSError:
-        written = -1
-    os.close(w)
-    if written != len(data):
-        os.close(r)
-        return None
-    return r
+    child = forks.fork(work, after=after, keep=keep)
+    return Job(name, key, child) if child is not None else None
 
 
 def gpus_key(env: Mapping[str, str], root: str, use_nvml: bool) -> Tuple[Any, ...]:
@@ -369,7 +189,7 @@ def snapshot_job(env: Mapping[str, str], cache_dir: Optional[str], python: Optio
 
         return take_snapshot(python=python, cache_dir=cache_dir, ahead=jobs)
 
-    job = _fork(SNAPSHOT, None, work, keep=tuple(j._fd for j in jobs.jobs.values()) if jobs else ())
+    job = _fork(SNAPSHOT, None, work, keep=tuple(j.child.fd for j in jobs.jobs.values()) if jobs else ())
     if jobs is not None:
         if job is None:
             jobs.close()
@@ -404,7 +224,7 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
         job = _fork(EXTENSIONS, None, lambda: _extensions_job(env, cache_dir, root))
         if job is not None:
             jobs[EXTENSIONS] = job
-    if always or _cpus() >= MACHINE_MIN_CPUS:
+    if always or forks.cpus() >= MACHINE_MIN_CPUS:
         from cudafix import probes
         from cudafix.probes import machine
 
@@ -436,4 +256,4 @@ def _extensions_job(env: Dict[str, str], cache_dir: Optional[str], root: str) ->
     torches = torch_build.probe_torch(sys_path, prefix=prefix, scan_arch=False, conda_records=[])
     kwargs = probes.extension_kwargs(sys_path, env, prefix, conda, torches[0] if torches else None, info.version,
                                      cache_dir, root, probes.kept_dirs(prefix, root))
-    return kwargs, probe_extensions(workers=min(MAX_EXAMINE_WORKERS, _cpus() // 2), **kwargs)
+    return kwargs, probe_extensions(workers=min(MAX_EXAMINE_WORKERS, forks.cpus() // 2), **kwargs)
