@@ -39,8 +39,7 @@ def _leave(rc: int) -> None:
     """End the process now, as ``sys.exit(rc)`` would for the user -- the atexit handlers run
     (the probes' children are waited for there: cudafix.probes.ahead.reap_all), stdout and
     stderr are flushed -- but without the interpreter's teardown of every module and object still
-    alive: nothing of that is the user's, and it was ~3 ms of a warm `status` here (issue 23,
-    docs/benchmarks.md; before gc.freeze, a last full collection over it was ~6 ms more)."""
+    alive: nothing of that is the user's (its cost: docs/benchmarks.md, "Figures behind the code")."""
     import atexit
     import sys
 

@@ -140,8 +140,11 @@ def _name(d: Document) -> Tuple[str, Optional[str], Optional[str], Optional[str]
     return (d.name or short or host or d.source), host, engine, nid
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
 def _natural(s: str) -> List[object]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
+    return [int(p) if p.isdigit() else p for p in _DIGITS.split(s)]
 
 
 @dataclasses.dataclass

@@ -20,15 +20,9 @@ GPU_FIELDS = ("uuid", "pci_bus_id")  # each GPU of gpus.gpus: the card's own ser
 def split(data: Dict[str, Any]) -> Dict[str, Any]:
     """The snapshot without its identity fields (shallow copies: ``data`` is left as it is).
     A section of another shape than the schema's stays in whole: its content is judged."""
-    view = {k: v for k, v in data.items() if k not in TOP_FIELDS}
-    node = view.get("node")
-    if isinstance(node, dict):
-        view["node"] = {k: v for k, v in node.items() if k not in NODE_FIELDS}
-    gpus = view.get("gpus")
-    if isinstance(gpus, dict) and isinstance(gpus.get("gpus"), list):
-        cards = [{k: v for k, v in g.items() if k not in GPU_FIELDS} if isinstance(g, dict) else g for g in gpus["gpus"]]
-        view["gpus"] = dict(gpus, gpus=cards)
-    return view
+    view = _view(data)
+    assert view is not None or problem(data)
+    return view if view is not None else {k: v for k, v in data.items() if k not in TOP_FIELDS}
 
 
 def content_bytes(data: Dict[str, Any]) -> Optional[bytes]:
@@ -38,7 +32,51 @@ def content_bytes(data: Dict[str, Any]) -> Optional[bytes]:
     snapshot's type check tells them apart; ``==`` would not).  Keys in another order, or objects
     shared in another way (marshal marks an object referenced twice), give other bytes: one more
     judgement, never a wrong merge."""
-    return None if problem(data) else marshal.dumps(split(data))
+    view = _view(data)
+    return None if view is None else marshal.dumps(view)
+
+
+def _view(data: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """split's view, checking the identity fields on the way (one pass): None where one is of
+    the wrong type."""
+    view = {}
+    for k, v in data.items():
+        if k in TOP_FIELDS:
+            if not isinstance(v, str):
+                return None
+        else:
+            view[k] = v
+    node = view.get("node", {})
+    if not isinstance(node, dict):
+        return None
+    rest = {}
+    for k, v in node.items():
+        if k in NODE_FIELDS:
+            if k == "found_via":
+                if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+                    return None
+            elif v is not None and not isinstance(v, str):
+                return None
+        else:
+            rest[k] = v
+    if "node" in view:
+        view["node"] = rest
+    gpus = view.get("gpus")
+    if isinstance(gpus, dict) and isinstance(gpus.get("gpus"), list):
+        cards = []
+        for g in gpus["gpus"]:
+            if isinstance(g, dict):
+                card = {}
+                for k, v in g.items():
+                    if k in GPU_FIELDS:
+                        if v is not None and not isinstance(v, str):
+                            return None
+                    else:
+                        card[k] = v
+                g = card
+            cards.append(g)
+        view["gpus"] = dict(gpus, gpus=cards)
+    return view
 
 
 def problem(data: Dict[str, Any]) -> bool:

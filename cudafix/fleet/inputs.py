@@ -71,9 +71,12 @@ def _short(s: str, n: int = 80) -> str:
     return s if len(s) <= n else s[:n] + "..."
 
 
+_DECODER = json.JSONDecoder()  # stateless: one for every document, as json.loads keeps one
+
+
 def _documents(text: str, source: str) -> Iterator[Tuple[Item, int, int]]:
     """Every JSON document in ``text`` (concatenated, whitespace or commas between), with its span."""
-    dec = json.JSONDecoder()
+    dec = _DECODER
     i, n, k = 0, len(text), 0
     while True:
         while i < n and text[i] in " \t\r\n,":
@@ -259,7 +262,7 @@ def iter_reader(read: Callable[[int], bytes], source: str) -> Iterator[Item]:
             buf = fill(0, CHUNK)
         yield from _demultiplex(buf, source)
         return
-    dec = json.JSONDecoder()
+    dec = _DECODER
     i = k = 0
     while True:
         n = len(buf)

@@ -114,7 +114,7 @@ def current_python() -> Tuple[PythonInfo, List[str]]:
 
 
 def _python_version() -> str:
-    """platform.python_version() without importing platform (~1.4 ms of `status`; 9 patterns):
+    """platform.python_version() without importing platform (its cost: docs/benchmarks.md):
     CPython's sys.version starts with the version word platform's parser takes, and platform adds
     a patch level of 0 to a bare X.Y.  Anything else is platform's to parse."""
     word = sys.version.split(None, 1)[0] if sys.version.strip() else ""

@@ -1,27 +1,25 @@
 """Probes run ahead: the CLI's `status`, `check`, `snapshot` and `fix` take their snapshot in child
 processes (cudafix/cli/analysis.py ``load_snapshot``).
 
-A warm `cudafix status` on the H200 image (docs/benchmarks.md, issue 23) spent ~225 ms, of which
-the interpreter is ~60, importing cudafix's model, rules, planner and renderers ~35, and the
-probes ~95: the GPU probe (importing pynvml ~18 ms, nvmlInit ~12, the first handle ~7,
-nvmlShutdown ~4) and the extension scan (a stat per directory and file of the env, its cache
-files) ~30 each, every other probe ~20.  None of the imports is needed to probe, and the two big
-probes need nothing the others compute.  So the command forks a child for the GPU probe and one
+Of a warm `cudafix status`, the probes are the largest part, and the GPU probe (importing
+pynvml, nvmlInit, the first handle) and the extension scan the largest of them (the figures:
+docs/benchmarks.md, "Figures behind the code").  None of the command's imports is needed to
+probe, and the two big probes need nothing the others compute.  So the command forks a child for the GPU probe and one
 for the extension scan where each pays, one for the probes that read the machine alone
 (cudafix/probes/machine.py) where a CPU is free for it (:func:`start`), then a child that takes
 the snapshot with their answers and runs every other probe (:func:`snapshot_job`), and imports
 what it needs itself meanwhile.  The GPU child is forked first, before the model is imported:
 in it NVML starts on a thread while pynvml and the model are imported (cudafix/probes/nvml.py).
-Each child runs the same probe functions the serial path runs, sends its return value back
-pickled through a pipe and leaves with ``os._exit`` (no atexit handler, no flush of the parent's
-buffers).  The answers are the probes' own, taken fresh on every run: nothing is cached that the
+Each child (cudafix/forks.py) runs the same probe functions the serial path runs and sends its
+return value back pickled through a pipe.  The answers are the probes' own, taken fresh on every run: nothing is cached that the
 serial path does not cache.
 
 A job's answer is used only where its inputs are the ones ``take_snapshot`` computes itself (the
 extension job works out its own sys.path, prefix and torch, and its parent compares them);
 otherwise, and wherever a child died or sent nothing, the probe runs in the parent, as without
 this module.  No child is started where forking is not safe or useful: off Linux, on one CPU,
-with a second thread in the process (``/proc/self/task``), with $CUDAFIX_SERIAL set, or in any
+with a second thread in the process (``/proc/self/task``), with CUDAFIX_JOBS=1 (or its older
+name CUDAFIX_SERIAL) set, or in any
 process but the CLI's (the startup hook and library callers never ask for one).
 """
 
@@ -109,8 +107,8 @@ def can_fork(env: Mapping[str, str]) -> Optional[str]:
     return forks.unsafe()
 
 
-# A cold extension scan reads every shared object of the env (the H200 image: 782, ~360 ms in
-# one process); its examining is split over half the CPUs (the other jobs run too), at most 8.
+# A cold extension scan reads every shared object of the env; its examining is split over half
+# the CPUs (the other jobs run too), at most 8.
 MAX_EXAMINE_WORKERS = 8
 
 
@@ -124,13 +122,11 @@ def gpus_key(env: Mapping[str, str], root: str, use_nvml: bool) -> Tuple[Any, ..
     return (dict(env), root, use_nvml)
 
 
-# A fork costs the parent ~0.5 ms and its page faults afterwards (each page it writes that it
-# shares with a child is copied: ~2,000 pages, 5-8 ms of a `status` on this project's 2-core VM),
-# so a job runs ahead only where its work is larger: NVML where a driver is loaded (pynvml and
-# nvmlInit are ~30 ms), the extension scan where it reads files (no stored walks: a cold scan) or
-# walks a big env.  The walks file grows with the directories walked (~240 bytes each): the
-# rich test venv's 1,096 directories (262 KB, a 12 ms warm scan) gain nothing on 2 cores; the
-# H200 image's 3,639 do.
+# A fork costs the parent the fork and its page faults afterwards (each page it writes that it
+# shares with a child is copied), so a job runs ahead only where its work is larger: NVML where
+# a driver is loaded, the extension scan where it reads files (no stored walks: a cold scan) or
+# walks a big env -- the walks file grows with the directories walked; the rich test venv's
+# gain nothing on 2 cores, the H200 image's do (docs/benchmarks.md, "Figures behind the code").
 BIG_WALKS_BYTES = 512 * 1024
 
 
@@ -145,7 +141,7 @@ def _gpus_job(env: Dict[str, str], root: str, use_nvml: bool) -> Any:
 
     if use_nvml and root == "/" and nvml.nvidia_driver_present(root) is not None:
         nvml.begin()  # first: NVML's start runs beside every import of this child (read_nvml_gpus would begin it later)
-    # imported here, in the child: the model it builds on (~5 ms on the H200) is not the GPU fork's to wait for
+    # imported here, in the child: the model it builds on is not the GPU fork's to wait for
     from cudafix.probes import gpus
 
     return gpus.probe_gpus(env, root=root, use_nvml=use_nvml, keep_nvml=True)
@@ -154,7 +150,7 @@ def _gpus_job(env: Dict[str, str], root: str, use_nvml: bool) -> Any:
 def _shared_imports() -> None:
     """What every other process of the command imports (the model, json), imported once, after
     the GPU child's fork and before the others': on the H200 each process importing the model
-    itself made the snapshot child ~10 ms slower (run 8, docs/benchmarks.md)."""
+    itself made the snapshot child slower (run 8, docs/benchmarks.md)."""
     import json  # noqa: F401
 
     from cudafix.model import snapshot  # noqa: F401
@@ -215,7 +211,7 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     if always or _nvml_work(root, use_nvml):
         from cudafix.probes import nvml
 
-        # NVML is shut down after the answer is sent (~4 ms the parent need not wait for)
+        # NVML is shut down after the answer is sent (the parent need not wait for it)
         job = _fork(GPUS, gpus_key(env, root, use_nvml), lambda: _gpus_job(env, root, use_nvml), after=nvml.shutdown)
         if job is not None:
             jobs[GPUS] = job
@@ -236,9 +232,9 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     return Ahead(jobs) if jobs else None
 
 
-# The machine probes (cudafix/probes/machine.py; 6.5 ms of their own child beside the snapshot
-# child's 15.5 ms on the H200, run 10 of docs/benchmarks.md) run in a child of their own only
-# where a CPU is free for it: the parent, the snapshot child, the GPU child and this one make four.
+# The machine probes (cudafix/probes/machine.py; their share: run 10 of docs/benchmarks.md) run in
+# a child of their own only where a CPU is free for it: the parent, the snapshot child, the GPU
+# child and this one make four.
 MACHINE_MIN_CPUS = 4
 
 

@@ -193,7 +193,7 @@ def _tree(stack: List[Tuple[str, str, int]], max_depth: int, cache: DirCache,
 
 
 # Below this many subdirectories of a root, walking them in several processes costs more than
-# it saves (a fork is ~0.5 ms, a listing ~15 us).
+# it saves (a fork against a listing: docs/benchmarks.md, "Figures behind the code").
 SPLIT_MIN_DIRS = 16
 
 
@@ -201,7 +201,7 @@ def _split(top: Tuple[str, str, int], max_depth: int, cache: DirCache,
            workers: int) -> Optional[Tuple[List[str], List[List[Any]], bool]]:
     """:func:`_tree` from ``top``, its subdirectories' trees walked in ``workers`` processes
     (cudafix.forks.split_work) and put together in the order one walk visits them: the
-    H200 image's site-packages is 3,639 directories, ~60 ms of listings in one process.  Each
+    H200 image's site-packages is 3,639 directories, listed one by one in one process.  Each
     process brings back the listings it read, for the cache.  None: not split (too few
     subdirectories, an unreadable root, no fork here)."""
     root, real_root, _depth = top
