@@ -37,7 +37,7 @@ def __getattr__(name: str) -> Any:
 
 def _leave(rc: int) -> None:
     """End the process now, as ``sys.exit(rc)`` would for the user -- the atexit handlers run
-    (the probes' children are waited for there: cudafix.probes.ahead.reap_all), stdout and
+    (the probes' children are waited for there: cudafix.forks.reap_all), stdout and
     stderr are flushed -- but without the interpreter's teardown of every module and object still
     alive: nothing of that is the user's (its cost: docs/benchmarks.md, "Figures behind the code")."""
     import atexit
