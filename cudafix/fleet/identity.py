@@ -80,22 +80,4 @@ def _view(data: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 def problem(data: Dict[str, Any]) -> bool:
     """True when an identity field holds what the schema does not allow there."""
-    for k in TOP_FIELDS:
-        if k in data and not isinstance(data[k], str):
-            return True
-    node = data.get("node", {})
-    if not isinstance(node, dict):
-        return True
-    for k in ("hostname", "engine", "node_id"):
-        v = node.get(k)
-        if v is not None and not isinstance(v, str):
-            return True
-    fv = node.get("found_via", {})
-    if not isinstance(fv, dict) or not all(isinstance(x, str) for x in fv.values()):
-        return True
-    gpus = data.get("gpus")
-    if isinstance(gpus, dict) and isinstance(gpus.get("gpus"), list):
-        for g in gpus["gpus"]:
-            if isinstance(g, dict) and any(g.get(k) is not None and not isinstance(g.get(k), str) for k in GPU_FIELDS):
-                return True
-    return False
+    return _view(data) is None
