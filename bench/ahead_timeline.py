@@ -28,6 +28,7 @@ T0 = time.perf_counter()
 def one(always: bool) -> None:
     import functools
 
+    from cudafix import forks as _forks
     from cudafix.probes import ahead
 
     real_fork, real_take = ahead._fork, ahead.Job.take
@@ -48,7 +49,7 @@ def one(always: bool) -> None:
         return job
 
     def take(self):  # type: ignore[no-untyped-def]
-        if self._done:  # asked again (Job.drop): nothing to wait for
+        if self.child._done:  # asked again (Job.drop): nothing to wait for
             return real_take(self)
         began = time.perf_counter()
         got = real_take(self)
@@ -76,7 +77,7 @@ def one(always: bool) -> None:
     real_reap_all = ahead.reap_all
 
     def reap_all():  # type: ignore[no-untyped-def]
-        began, n = time.perf_counter(), len(ahead._PENDING)
+        began, n = time.perf_counter(), len(_forks._PENDING)
         real_reap_all()
         os.write(2, ("  at exit: waited %.1f ms for %d children\n" % ((time.perf_counter() - began) * 1e3, n)).encode())
 

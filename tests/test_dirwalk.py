@@ -239,10 +239,11 @@ def test_a_stale_or_foreign_walks_file_is_a_miss(tmp_path):
 # same WalkLimit; the split really happened; the next walk is warm.
 SPLIT = r"""
 import json, os, sys
-from cudafix.probes import ahead, dirwalk, extensions as E
+from cudafix import forks
+from cudafix.probes import dirwalk, extensions as E
 split = []
-real_split = ahead.split_work
-ahead.split_work = lambda *a: (lambda r: split.append(len(r)) or r)(real_split(*a))  # how many subtrees came back
+real_split = forks.split_work
+forks.split_work = lambda *a: (lambda r: split.append(len(r)) or r)(real_split(*a))  # how many subtrees came back
 scandirs = []
 real_scandir = os.scandir
 os.scandir = lambda *a: scandirs.append(1) or real_scandir(*a)

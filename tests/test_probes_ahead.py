@@ -59,6 +59,7 @@ def _doc(text):
 # $ANSWER_FILE gets what the snapshot's child answered: true, or null where it gave no answer.
 CLI_ALWAYS = r"""
 import functools, json, os, signal, sys, time
+from cudafix import forks
 from cudafix.probes import ahead
 ahead.start = functools.partial(ahead.start, always=True)
 job_of = ahead.snapshot_job
@@ -67,7 +68,7 @@ def snapshot_job(*a, **k):
     job = job_of(*a, **k)
     jobs.append(job)
     if sys.argv[1] == "killed":  # the snapshot's child, and the GPU and extension children forked before it
-        for pid in [job._pid] + ahead._PENDING:
+        for pid in [job.child.pid] + forks._PENDING:
             os.kill(pid, signal.SIGKILL)
     return job
 ahead.snapshot_job = snapshot_job
@@ -78,7 +79,7 @@ try:
     rc = fast.fast_main(sys.argv[2:])
 finally:
     with open(os.environ["ANSWER_FILE"], "w") as fh:
-        json.dump([None if j is None or j._answer is None else j._answer[0] for j in jobs], fh)
+        json.dump([None if j is None or j.child._answer is None else j.child._answer[0] for j in jobs], fh)
 sys.exit(rc)
 """
 MODES = {"serial": ["-m", "cudafix"], "ahead, both jobs": ["-c", CLI_ALWAYS, "plain"],
@@ -116,7 +117,7 @@ def test_cli_answer_is_the_serial_one(tv_python, tmp_path, where, command):
 # Runs in the env under test: a head start and a snapshot, then the same snapshot serially.
 SCRIPT = r"""
 import json, os, signal, sys
-from cudafix import probes
+from cudafix import forks, probes
 from cudafix.probes import ahead
 mode, cache = sys.argv[1], sys.argv[2]
 if mode == "gpus-raise":
@@ -132,15 +133,15 @@ started = ahead.start(start_env, cache, always=True)
 jobs = dict(started.jobs) if started else {}
 if mode == "killed":
     for job in jobs.values():
-        os.kill(job._pid, signal.SIGKILL)
+        os.kill(job.child.pid, signal.SIGKILL)
 snap = probes.take_snapshot(cache_dir=cache, ahead=started)
-answered = {n: (None if j._answer is None else j._answer[0]) for n, j in jobs.items()}
-pending = sorted(j.name for j in jobs.values() if j._pid in ahead._PENDING)  # answered, not yet exited
+answered = {n: (None if j.child._answer is None else j.child._answer[0]) for n, j in jobs.items()}
+pending = sorted(j.name for j in jobs.values() if j.child.pid in forks._PENDING)  # answered, not yet exited
 ahead.reap_all()  # what the process's exit does (atexit)
 reaped = []
 for j in jobs.values():
     try:
-        os.waitpid(j._pid, os.WNOHANG)
+        os.waitpid(j.child.pid, os.WNOHANG)
     except ChildProcessError:
         reaped.append(j.name)
 serial = probes.take_snapshot(cache_dir=cache + "-serial")  # its own cache: cold as the first was
@@ -346,7 +347,8 @@ import json, os, sys, time
 from cudafix.probes import ahead
 n = int(sys.argv[1])
 work = lambda share: time.sleep(0.002 * len(share) / max(1, n / 40)) or {str(i): (os.getpid(), i * i) for i in share}
-queued = ahead._queue(list(range(n)))
+from cudafix import forks
+queued = forks._queue(list(range(n)))
 if queued is not None:
     os.close(queued)
 got = ahead.split_work([(i, i % 7) for i in range(n)], 3, work, 32)

@@ -19,32 +19,11 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional, Sequence
+    from typing import Any, List, Optional
 
-# command name -> module whose COMMANDS list defines it (in `--help` order: sorted anyway)
-COMMAND_MODULES: Dict[str, str] = {
-    "status": "cudafix.cli.report",
-    "check": "cudafix.cli.report",
-    "snapshot": "cudafix.cli.report",
-    "explain": "cudafix.cli.report",
-    "shell": "cudafix.cli.shell",
-    "hooks": "cudafix.cli.shell",
-    "verify": "cudafix.cli.verify",
-    "fleet": "cudafix.cli.fleet",
-    "fix": "cudafix.cli.fix",
-    "warm": "cudafix.cli.warm",
-    "cache": "cudafix.cli.cache",
-}
-
-
-def with_default_command(args: Sequence[str]) -> List[str]:
-    """``args`` with the group's default command put first: no command, or an option first
-    (other than the group's own --help / -h / --version), means `status`.  The click group
-    (cudafix/cli/group.py) and the click-free path (cudafix/cli/fast.py) both read it so."""
-    args = list(args)
-    if not args or (args[0].startswith("-") and args[0] not in ("--help", "-h", "--version")):
-        return ["status"] + args
-    return args
+# The command table and the default command live in cudafix/cli/commands.py (group.py and
+# fast.py read them there: no module of the package imports the package back).
+from cudafix.cli.commands import COMMAND_MODULES, with_default_command  # noqa: E402,F401
 
 
 def __getattr__(name: str) -> Any:
@@ -58,10 +37,9 @@ def __getattr__(name: str) -> Any:
 
 def _leave(rc: int) -> None:
     """End the process now, as ``sys.exit(rc)`` would for the user -- the atexit handlers run
-    (the probes' children are waited for there: cudafix.probes.ahead.reap_all), stdout and
+    (the probes' children are waited for there: cudafix.forks.reap_all), stdout and
     stderr are flushed -- but without the interpreter's teardown of every module and object still
-    alive: nothing of that is the user's, and it was ~3 ms of a warm `status` here (issue 23,
-    docs/benchmarks.md; before gc.freeze, a last full collection over it was ~6 ms more)."""
+    alive: nothing of that is the user's (its cost: docs/benchmarks.md, "Figures behind the code")."""
     import atexit
     import sys
 

@@ -1,6 +1,6 @@
 """`cudafix status` and `cudafix check` without click: the common forms of the two commands.
 
-Importing click and building its commands costs ~20 ms, a fifth of a warm `status` (issue 23).
+Importing click and building its commands is a fifth of a warm `status` (docs/benchmarks.md, issue 23).
 This parses exactly what the click commands of cudafix/cli/report.py accept in their plain
 spelling -- ``--json``, ``-v``/``--verbose`` (status), ``--strict`` (check), and ``--from``,
 ``--example``, ``--python``, ``--assume-driver``, ``--assume-gpu``, ``--only``, ``--skip`` each
@@ -22,7 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, Mapping, Optional, Sequence
 
-from cudafix.cli import with_default_command
+from cudafix.cli.commands import with_default_command
 
 COMMANDS = ("status", "check")
 # option -> (the key click gives the command, repeatable?)
@@ -91,7 +91,7 @@ def fast_main(argv: Sequence[str]) -> Optional[int]:
 
     from cudafix.cli.deferred import defer_inspect, restore
 
-    stand_in = defer_inspect()  # ~8 ms of dataclasses' imports that `status` never uses (Python 3.8-3.11)
+    stand_in = defer_inspect()  # dataclasses' imports that `status` never uses (Python 3.8-3.11)
     # A run of `status` allocates a few hundred thousand objects, nearly all while importing, and
     # frees what it makes by reference counting: the cyclic collector's ~40 passes over them are
     # ~7 % of its instructions (callgrind).  Off for the command, back on after it.

@@ -52,7 +52,8 @@ def fleet(sources: Tuple[str, ...], slurm: bool, ray_address: Optional[str], pyt
     except EngineError as exc:  # the engine could not be used: one line
         _fail(str(exc))
     if not rep.nodes and not rep.errors:
-        _fail("no snapshots found in %s" % ", ".join(sources) if sources else "the engine returned no snapshot")
+        _fail("no snapshots found in %s" % ", ".join("stdin" if s == "-" else s for s in sources) if sources
+              else "the engine returned no snapshot")
     click.echo(render.render_json(rep) if as_json else render.render_text(rep), nl=False)
     sys.exit(rep.exit_code())
 

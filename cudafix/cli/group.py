@@ -12,7 +12,7 @@ from typing import Dict, Iterator, MutableMapping, Optional
 import click
 
 from cudafix import __version__
-from cudafix.cli import COMMAND_MODULES, with_default_command
+from cudafix.cli.commands import COMMAND_MODULES, with_default_command
 
 
 class _LazyCommands(MutableMapping):  # type: ignore[type-arg]

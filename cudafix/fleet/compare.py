@@ -1,8 +1,9 @@
 """Compare nodes: what a distributed job needs to agree on, grouped; findings aggregated.
 
-Snapshots are read as plain dicts (cheap) for the facts; the rules run once per distinct
-snapshot content, not once per node: the nodes of a healthy cluster are identical but for their
-identity, so 1,000 nodes cost a few rule runs (docs/fleet.md, bench/fleet.py).
+Snapshots are read as plain dicts (cheap) for the facts; the record is built and the rules run
+once per distinct stack, not once per node: the nodes of a healthy cluster are identical but for
+their identity (fleet/identity.py: hostname, node id, GPU UUIDs and bus ids, time), so 10,000
+nodes cost a few rule runs (docs/fleet.md, bench/fleet.py).
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ import collections
 import dataclasses
 import gc
 import hashlib
-import json
 import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from cudafix import rules
-from cudafix.fleet import checks
+from cudafix.fleet import checks, identity
 from cudafix.fleet.inputs import Document
 from cudafix.fleet.model import Aggregated, hostlist
 from cudafix.model.snapshot import Snapshot, SnapshotError
@@ -26,9 +26,6 @@ UNKNOWN = "?"
 # Variables that change what CUDA, NCCL or torch do: nodes of one job should agree on them.
 AGREE_ENV_PREFIXES = ("NCCL_", "CUDA_", "PYTORCH_", "TORCH_")
 AGREE_ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD")
-# Per-node by nature: left out of the content that decides whether two nodes are the same.
-IDENTITY_NODE_FIELDS = ("hostname", "engine", "node_id", "found_via", "unknown")
-IDENTITY_TOP_FIELDS = ("created", "source")
 FACT_ORDER = ("driver", "driver branch", "GPUs", "torch", "torch CUDA", "NCCL", "cuDNN")
 
 
@@ -110,85 +107,6 @@ def node_facts(data: dict) -> Dict[str, str]:
     return facts
 
 
-def content_key(data: dict) -> str:
-    """The content's exact key (any input): the snapshot without its identity fields, serialised."""
-    rest = {k: v for k, v in data.items() if k not in IDENTITY_TOP_FIELDS}
-    node = rest.get("node")
-    if isinstance(node, dict):
-        rest["node"] = {k: v for k, v in node.items() if k not in IDENTITY_NODE_FIELDS}
-    # Key order as written: snapshots written by cudafix share it; another order only costs a rule run.
-    return hashlib.sha1(json.dumps(rest, default=str, separators=(",", ":")).encode("utf-8")).hexdigest()
-
-
-_ID_WINDOW = 16384  # cudafix writes created, source and the node section first (model/snapshot.py)
-_NOTHING = object()
-_encode = json.encoder.encode_basestring_ascii  # what json.dumps writes for a str (ensure_ascii)
-
-
-def raw_key(raw: bytes, data: dict) -> Optional[bytes]:
-    """The content's key from a file's own bytes: every byte but the identity members, and where
-    those were.  Exact, and ~10x cheaper than serialising the parsed document again: each identity
-    member ``"key": value`` (value re-encoded as json.dumps writes it) is cut where it is first
-    found (in the file's head, else its tail).  Two files with the same key are byte-identical
-    outside the cuts, and the cuts start and end at the same offsets: they differ only in the values
-    of same-length members at the same places.  A cut elsewhere than the real member (a decoy
-    carrying the node's own value) leaves the real member in the bytes, so there too equal keys
-    mean equal values: equal content.  (Names of another length key apart: one more rule run,
-    never a wrong merge.)  None (use content_key) when a member is not found as cudafix writes it."""
-    cuts = identity_cuts(raw, data)
-    if cuts is None:
-        return None
-    pieces, pos = [repr(cuts).encode("ascii"), b"\0"], 0  # where each cut starts and ends
-    for a, b, _ in cuts:
-        pieces.append(raw[pos:a])
-        pos = b
-    pieces.append(raw[pos:])
-    return b"".join(pieces)
-
-
-def identity_cuts(raw: bytes, data: dict) -> Optional[List[Tuple[int, int, str]]]:
-    """(start, end, key) of each identity member in ``raw``, in order (see raw_key)."""
-    node = data.get("node")
-    wanted = [("created", data.get("created", _NOTHING)), ("source", data.get("source", _NOTHING))]
-    if isinstance(node, dict):
-        wanted += [(k, node.get(k, _NOTHING)) for k in ("hostname", "engine", "node_id")]
-    cuts = []
-    for key, value in wanted:
-        if value is _NOTHING:
-            continue
-        member = ('"%s": %s' % (key, "null" if value is None else _encode(value))).encode("ascii")
-        at = raw.find(member, 0, _ID_WINDOW)
-        if at < 0:  # a section appended after the rest (older writers, hand-made fleets)
-            at = raw.rfind(member, max(0, len(raw) - _ID_WINDOW))
-        if at < 0:
-            return None
-        cuts.append((at, at + len(member), key))
-    cuts.sort()
-    if any(a < b for (_, b, _), (a, _, _) in zip(cuts, cuts[1:])):
-        return None  # overlapping members: not a file cudafix wrote
-    return cuts
-
-
-def _identity_problem(data: dict) -> Optional[str]:
-    """The per-node fields the content key leaves out are type-checked per node (the content
-    itself is checked once per distinct content, by Snapshot.from_dict)."""
-    for k in IDENTITY_TOP_FIELDS:
-        if k in data and not isinstance(data[k], str):
-            return "Snapshot.%s: expected str, got %s" % (k, type(data[k]).__name__)
-    node = data.get("node", {})
-    if not isinstance(node, dict):
-        return "Snapshot.node: expected an object for NodeInfo, got %s" % type(node).__name__
-    for k in ("hostname", "engine", "node_id"):
-        v = node.get(k)
-        if v is not None and not isinstance(v, str):
-            return "NodeInfo.%s: expected str, got %s" % (k, type(v).__name__)
-    for k in ("found_via", "unknown"):
-        v = node.get(k, {})
-        if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
-            return "NodeInfo.%s: expected an object of strings" % k
-    return None
-
-
 @dataclasses.dataclass
 class _Content:
     """What one distinct content gives: judged once, shared by every node that has it."""
@@ -222,8 +140,11 @@ def _name(d: Document) -> Tuple[str, Optional[str], Optional[str], Optional[str]
     return (d.name or short or host or d.source), host, engine, nid
 
 
+_DIGITS = re.compile(r"(\d+)")
+
+
 def _natural(s: str) -> List[object]:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
+    return [int(p) if p.isdigit() else p for p in _DIGITS.split(s)]
 
 
 @dataclasses.dataclass
@@ -232,26 +153,44 @@ class Keyed:
 
     source: str
     ident: Tuple[str, Optional[str], Optional[str], Optional[str]] = ("", None, None, None)  # name, host, engine, id
-    key: object = None  # the content key (raw_key's bytes, a digest of them, or content_key's hex)
+    key: Optional[bytes] = None  # the content's digest (identity.content_bytes); None: judged on its own
     data: Optional[dict] = None  # the document, when its content may not have been judged yet
-    error: Optional[str] = None  # the input or the node's identity is unusable: not judged
+    error: Optional[str] = None  # the input is unusable: not judged
 
 
-def keyed(d: Document) -> Keyed:
-    problem = _identity_problem(d.data)
-    if problem:
-        return Keyed(d.source, error="unusable snapshot: %s" % problem)
-    key: object = raw_key(d.raw, d.data) if d.raw else None
-    if key is None:
-        try:
-            key = content_key(d.data)
-        except (ValueError, TypeError, RecursionError) as exc:
-            return Keyed(d.source, error="unusable snapshot: %s" % (str(exc) or type(exc).__name__)[:300])
-    return Keyed(d.source, _name(d), key, d.data)
+_RECENT: List[Tuple[bytes, bytes]] = []  # the last contents' bytes and digests, newest first
 
 
-def compare(docs: Iterable[Document], errors: Sequence[Tuple[str, str]] = ()) -> FleetReport:
-    return compare_keyed((keyed(d) for d in docs), errors)
+def _digest(content: bytes) -> bytes:
+    """SHA-256 of the content's bytes (a chosen collision cannot merge a node into another's
+    content), computed once for the few contents a run of files alternates between."""
+    for i, (b, dg) in enumerate(_RECENT):
+        if b == content:  # unequal bytes differ in length or early: a short compare
+            if i:
+                _RECENT.insert(0, _RECENT.pop(i))
+            return dg
+    dg = hashlib.sha256(content).digest()
+    _RECENT.insert(0, (content, dg))
+    del _RECENT[8:]
+    return dg
+
+
+_NOBODY = ("", None, None, None)
+
+
+def keyed(d: Document, group: bool = True) -> Keyed:
+    """``group=False``: every node judged on its own (what grouping must equal, tests/test_fleet_identity.py)."""
+    try:
+        content = identity.content_bytes(d.data)
+    except (ValueError, TypeError, RecursionError):  # nesting too deep to marshal: judged alone, named there
+        content = None
+    if content is None:  # an identity field of the wrong type: judged alone, its own type check names it
+        return Keyed(d.source, _NOBODY, None, d.data)
+    return Keyed(d.source, _name(d), _digest(content) if group else None, d.data)
+
+
+def compare(docs: Iterable[Document], errors: Sequence[Tuple[str, str]] = (), group: bool = True) -> FleetReport:
+    return compare_keyed((keyed(d, group) for d in docs), errors)
 
 
 def compare_keyed(items: Iterable[Keyed], errors: Sequence[Tuple[str, str]] = ()) -> FleetReport:
@@ -271,13 +210,19 @@ def compare_keyed(items: Iterable[Keyed], errors: Sequence[Tuple[str, str]] = ()
             if k.error:
                 errors.append((k.source, k.error))
                 continue
-            content = last[1] if k.key == last[0] else contents.get(k.key)  # neighbours share content: a compare, no hash
-            if content is None:
-                if k.data is None:
-                    errors.append((k.source, "internal: content seen before its document"))
-                    continue
-                content = contents[k.key] = _judge(k.data)
-            last = (k.key, content)
+            if k.key is None:  # judged on its own (grouping off, or an identity field of the wrong type)
+                content = _judge(k.data) if k.data is not None else _Content({}, [], error="internal: no document")
+                if content.error is None and identity.problem(k.data):
+                    content.error = "unusable snapshot: an identity field (%s) of the wrong type" % ", ".join(
+                        identity.TOP_FIELDS + identity.NODE_FIELDS + identity.GPU_FIELDS)
+            else:
+                content = last[1] if k.key == last[0] else contents.get(k.key)  # neighbours share content: a compare, no hash
+                if content is None:
+                    if k.data is None:
+                        errors.append((k.source, "internal: content seen before its document"))
+                        continue
+                    content = contents[k.key] = _judge(k.data)
+                last = (k.key, content)
             if content.error:
                 errors.append((k.source, content.error))
                 continue

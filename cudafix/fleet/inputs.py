@@ -21,7 +21,7 @@ import json
 import os
 import re
 import stat
-from typing import Iterator, List, Optional, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Tuple, Union
 
 MAX_DOC_BYTES = 64 << 20  # one snapshot is ~30 KB; this bounds a corrupt or hostile input
 # pdsh writes "%s: %s" (host, line); an empty line may have lost its trailing space.
@@ -273,6 +273,18 @@ class _Reader:
 
 def _too_large(name: str) -> StreamTooLarge:
     return StreamTooLarge("%s: a document larger than %d MiB: not a snapshot" % (name, MAX_DOC_BYTES >> 20))
+
+
+class _ReadFn:
+    """A ``read(size) -> bytes`` function as the binary file object iter_fd takes."""
+
+    def __init__(self, read: Callable[[int], bytes]) -> None:
+        self.read = read
+
+
+def iter_reader(read: Callable[[int], bytes], source: str) -> Iterator[Item]:
+    """iter_fd over a ``read(size)`` function (a pipe's, a socket's)."""
+    return iter_fd(_ReadFn(read), source)
 
 
 def iter_fd(fd, source: str) -> Iterator[Item]:

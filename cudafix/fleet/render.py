@@ -100,8 +100,26 @@ def _nodes_json(rep: FleetReport) -> str:
     return "[\n" + ",\n".join(entries) + "\n  ]"
 
 
+def _names_json(names: List[str], indent: int) -> str:
+    """A list of node names as json.dumps(..., indent=2) writes it at ``indent``."""
+    if not names:
+        return "[]"
+    pad = "\n" + " " * (indent + 2)
+    return "[" + pad + ("," + pad).join(map(_enc, names)) + "\n" + " " * indent + "]"
+
+
 def render_json(rep: FleetReport) -> str:
-    """The cudafix.fleet/1 document, byte for byte json.dumps(to_json(rep), indent=2)."""
+    """The cudafix.fleet/1 document, byte for byte json.dumps(to_json(rep), indent=2); nodes[]
+    and the node lists of groups and findings (100,000 names each at most) are written here, not
+    by the pure-Python indenting encoder."""
     doc = to_json(rep, nodes=False)
     doc["nodes"] = _NODES
-    return json.dumps(doc, indent=2).replace(_enc(_NODES), _nodes_json(rep), 1) + "\n"
+    lists: List[List[str]] = []
+    for section in ("groups", "findings", "fleet_findings"):
+        for entry in doc[section]:
+            lists.append(entry["nodes"])
+            entry["nodes"] = "\x00names%d\x00" % (len(lists) - 1)
+    text = json.dumps(doc, indent=2)
+    for i, names in enumerate(lists):  # each list is a member of an object in a top-level list: indent 6
+        text = text.replace(_enc("\x00names%d\x00" % i), _names_json(names, 6), 1)
+    return text.replace(_enc(_NODES), _nodes_json(rep), 1) + "\n"

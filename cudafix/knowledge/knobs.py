@@ -49,8 +49,10 @@ KNOBS: Tuple[Knob, ...] = (
          "status, check, fix, activation"),
     Knob("CUDAFIX_ASSUME_GPU", VALUE, "what-if: the GPUs assumed instead of the probed ones (comma-separated)",
          "status, check, fix, activation"),
-    Knob("CUDAFIX_SERIAL", FLAG, "probe in one process: no child processes for the snapshot, the GPU probe and the "
-         "extension scan", "status, check, snapshot, fix"),
+    Knob("CUDAFIX_JOBS", VALUE, "how many processes a command may run at once (1: one, no child process); unset: each "
+         "command's own choice (status forks its probes where that pays, fleet reads in one process)",
+         "status, check, snapshot, fix, fleet"),
+    Knob("CUDAFIX_SERIAL", FLAG, "the older name of CUDAFIX_JOBS=1: probe in one process", "status, check, snapshot, fix"),
     Knob("CUDAFIX_PROLOG_CANNOT_RUN", CHOICE, "what the Slurm prolog / NHC check does when cudafix itself cannot run",
          "deploy/slurm", ("drain", "pass"), "drain"),
 )
@@ -65,6 +67,15 @@ def flag_on(value: Optional[str]) -> bool:
 def flag(env: Mapping[str, str], name: str) -> bool:
     assert BY_NAME[name].kind == FLAG, name
     return flag_on(env.get(name))
+
+
+def jobs(env: Mapping[str, str]) -> Optional[int]:
+    """CUDAFIX_JOBS as a number of processes (a whole number from 1), else 1 where CUDAFIX_SERIAL
+    is on, else None: not set, the command decides."""
+    value = (env.get("CUDAFIX_JOBS") or "").strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    return 1 if flag(env, "CUDAFIX_SERIAL") else None
 
 
 def _ci(word: str) -> str:  # a case-insensitive glob for one word: no -> [Nn][Oo]

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
     from cudafix.model.snapshot import PythonInfo, Snapshot, TorchBuild
-    from cudafix.probes.ahead import Ahead
 
 # The model (and json, sysconfig) is imported where a snapshot is made, not here: `status` imports
 # this package (for cudafix.probes.ahead) before it forks, and whatever is imported first delays
@@ -62,26 +61,24 @@ def query_python(python: str, env: Mapping[str, str], timeout: float = PYTHON_QU
     cudafix's own startup hook is switched off in the child (CUDAFIX_DISABLE=1).  It runs in
     ``/`` (safefs.CHILD_CWD): ``-c`` would import a json.py planted in the caller's directory.
     """
+    import subprocess  # here: `status` on this interpreter never spawns, and skips the import
+
     from cudafix.model.snapshot import PythonInfo
-    from cudafix.store import runner  # here: `status` on this interpreter never spawns
-    from cudafix.store.safefs import CHILD_CWD, env_owners
+    from cudafix.store.safefs import CHILD_CWD
 
     child_env = dict(env)
     child_env["CUDAFIX_DISABLE"] = "1"
-    # the trusted runner (an interpreter of root's, ours or its env owner's; from /, stdin closed,
-    # its group killed on the timeout).  Not -I: the question is the sys.path the user's programs
-    # get, PYTHONPATH and the user site included.
     try:
-        proc = runner.run([python, "-c", _QUERY], timeout, env=child_env, max_output=1 << 22,
-                          owners=env_owners(os.path.dirname(os.path.dirname(python))))
+        proc = subprocess.run([python, "-c", _QUERY], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, env=child_env, timeout=timeout, cwd=CHILD_CWD)
+    except subprocess.TimeoutExpired:
+        raise ProbeError("%s did not answer within %.0f s" % (python, timeout)) from None
     except OSError as exc:
         raise ProbeError("cannot run %s: %s" % (python, exc.strerror or exc)) from None
-    if proc.timed_out:
-        raise ProbeError("%s did not answer within %.0f s" % (python, timeout))
     if proc.returncode != 0:
-        err = proc.text("stderr").strip().splitlines()
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise ProbeError("%s exited with %d%s" % (python, proc.returncode, (": " + err[-1]) if err else ""))
-    data = parse_python_query(proc.text())
+    data = parse_python_query(proc.stdout.decode("utf-8", "replace"))
     prefix = str(data.get("prefix") or "")
     info = PythonInfo(executable=str(data.get("executable") or python), version=str(data.get("version") or ""),
                       prefix=prefix, platform=str(data.get("platform") or ""))
@@ -117,7 +114,7 @@ def current_python() -> Tuple[PythonInfo, List[str]]:
 
 
 def _python_version() -> str:
-    """platform.python_version() without importing platform (~1.4 ms of `status`; 9 patterns):
+    """platform.python_version() without importing platform (its cost: docs/benchmarks.md):
     CPython's sys.version starts with the version word platform's parser takes, and platform adds
     a patch level of 0 to a bare X.Y.  Anything else is platform's to parse."""
     word = sys.version.split(None, 1)[0] if sys.version.strip() else ""
@@ -162,171 +159,172 @@ def alloc_conf_keys(env: Mapping[str, str]) -> List[str]:
 def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                   cache_dir: Optional[str] = None, *, root: Optional[str] = None, usr_local: Optional[str] = None,
                   use_nvml: bool = True, call_driver_api: bool = True, scan_arch: bool = True,
-                  scan_extensions: bool = True, ahead: Optional[Ahead] = None) -> Snapshot:
+                  scan_extensions: bool = True, ahead: Any = None) -> Snapshot:
     """Probe this machine and one Python environment (the current one, or ``python``).
 
-    ``root`` / ``usr_local`` move /sys, /proc, /dev, /etc and /usr/local -- and the loader
-    simulation's ld.so.cache, default dirs and LD_LIBRARY_PATH, the extension and JIT caches under
-    $HOME -- for tests (default: store.paths.probe_root(env), "/" unless $CUDAFIX_ROOT names a
-    laid-out tree; docs/wsl.md "One root"); ``use_nvml`` /
-    ``call_driver_api`` / ``scan_arch`` / ``scan_extensions`` switch off the heavier probes (the
-    extension scan may run c++filt: never in a user's process).  ``ahead``: the GPU probe, the
-    extension scan and the machine probes already running in child processes (cudafix.probes.ahead, the CLI's), used
-    where they were started for this snapshot's own inputs.
-    """
+    ``root`` / ``usr_local`` move /sys, /proc, /dev, /etc, /usr/local and what the loader reads,
+    for tests (default: store.paths.probe_root(env); docs/wsl.md "One root"); the flags switch
+    the heavier probes off.  ``ahead`` (probes/ahead.py, the CLI's): probes already running in
+    children, each used where it was started for this snapshot's inputs, else run here."""
     from cudafix import __version__
     from cudafix.model.snapshot import Snapshot
-    from cudafix.probes import environment, gpus, machine, toolkits, torch_build
-
+    from cudafix.probes import environment, machine
     from cudafix.store.paths import probe_root
 
     env = dict(os.environ if env is None else env)
-    if root is None:
-        root = probe_root(env)
-    if usr_local is None:
-        usr_local = os.path.join(root, "usr/local")
-    if root != "/":
-        use_nvml = False  # a laid-out tree has no live NVML (its libcuda is the tree's own file)
+    root = probe_root(env) if root is None else root
+    usr_local = os.path.join(root, "usr/local") if usr_local is None else usr_local
+    use_nvml = use_nvml and root == "/"  # a laid-out tree has no live NVML (its libcuda is the tree's own file)
     snap = Snapshot(created=_now(), cudafix_version=__version__, source="probed")
-
-    sys_path = None  # type: Optional[List[str]]
-
-    def _python() -> None:
-        nonlocal sys_path
-        if python is None:
-            info, sys_path = current_python()
-        else:
-            info, sys_path = query_python(python, env)
-        if info.prefix and os.path.isdir(os.path.join(info.prefix, "conda-meta")):
-            info.conda_prefix = info.prefix
-        snap.python = info
-
-    _guard(snap, "python", _python)
-    if python is not None and "python" in snap.probe_errors:
-        snap.python.executable = python
+    sys_path = _probe_python(snap, python, env)
     prefix = snap.python.prefix or None
     keep = kept_dirs(prefix, root)  # under a probe root, the env's own dirs are still read where they are
-
     snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
-
-    from cudafix.probes.ahead import EXTENSIONS, GPUS, MACHINE, gpus_key
 
     # the host, the node, the driver, the hardware, WSL, the JIT cache (cudafix/probes/machine.py)
     machine_key = machine.key(env, root, use_nvml, call_driver_api, keep, cache_dir)
-    machine_job = ahead.claim(MACHINE, machine_key) if ahead is not None else None
+    machine_job = ahead.machine(machine_key) if ahead is not None else None
     if machine_job is None:
         machine.apply(snap, machine.run(*machine_key))
-
-    def _gpus() -> None:
-        g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
-        if g is not None:
-            snap.gpus = g
-
-    gpus_job = ahead.claim(GPUS, gpus_key(env, root, use_nvml)) if ahead is not None else None
+    gpus_job = ahead.gpus(env, root, use_nvml) if ahead is not None else None
     if gpus_job is None:
-        _gpus()
+        _probe_gpus(snap, env, root, use_nvml)
+    _probe_python_env(snap, env, sys_path, prefix, usr_local, cache_dir, scan_arch)
+    _guard(snap, "libraries", lambda: _probe_libraries(snap, env, cache_dir, root, keep))
+    _guard(snap, "torch_import", lambda: _probe_torch_import(snap, env, sys_path, cache_dir, root, keep))
+
+    ext_job = ahead.extensions() if ahead is not None else None
+    ext_kwargs = None
+    if scan_arch and scan_extensions and sys_path is not None:
+        ext_kwargs = extension_kwargs(sys_path, env, prefix, bool(snap.python.conda_prefix), snap.primary_torch,
+                                      snap.python.version, cache_dir, root, keep)
+        if ext_job is None:
+            _guard(snap, "extensions", lambda: _probe_extensions(snap, ext_kwargs))
+    elif ext_job is not None:
+        ext_job.drop()
+        ext_job = None
+    if machine_job is not None:  # before the Windows probe, which adds to the driver's facts
+        got = machine_job.take()
+        machine.apply(snap, got[1] if got is not None and got[0] else machine.run(*machine_key))
+    if (snap.python.platform or "").startswith("win"):  # native Windows: the DLL side of import torch
+        _probe_windows(snap, env, sys_path)
+    # What ran ahead, last: the children had the parent's whole run to finish in.
+    _take_ahead(snap, gpus_job, lambda: _probe_gpus(snap, env, root, use_nvml), "gpus", lambda v: setattr(snap, "gpus", v))
+    _take_ahead(snap, ext_job, lambda: _guard(snap, "extensions", lambda: _probe_extensions(snap, ext_kwargs)), "extensions",
+                lambda v: setattr(snap, "extensions", v[1]), lambda v: v[0] == ext_kwargs)
+    if ahead is not None:
+        ahead.close()
+    snap.probe_errors = _in_probe_order(snap.probe_errors)
+    return snap
+
+
+def _probe_python(snap: Snapshot, python: Optional[str], env: Mapping[str, str]) -> Optional[List[str]]:
+    """The target interpreter into ``snap.python``; its sys.path (None: it could not be asked)."""
+    got: List[List[str]] = []
+
+    def run() -> None:
+        info, sys_path = current_python() if python is None else query_python(python, env)
+        if info.prefix and os.path.isdir(os.path.join(info.prefix, "conda-meta")):
+            info.conda_prefix = info.prefix
+        snap.python = info
+        got.append(sys_path)
+
+    _guard(snap, "python", run)
+    if python is not None and "python" in snap.probe_errors:
+        snap.python.executable = python
+    return got[0] if got else None
+
+
+def _probe_gpus(snap: Snapshot, env: Mapping[str, str], root: str, use_nvml: bool) -> None:
+    from cudafix.probes import gpus
+
+    g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
+    if g is not None:
+        snap.gpus = g
+
+
+def _probe_python_env(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]], prefix: Optional[str],
+                      usr_local: str, cache_dir: Optional[str], scan_arch: bool) -> None:
+    """The toolkits, then what the env has installed: torch, torchvision, what pins torch."""
+    from cudafix.probes import toolkits, torch_build
 
     tk = _guard(snap, "toolkits", lambda: toolkits.probe_toolkits(env, prefix=prefix, sys_path=sys_path, usr_local=usr_local,
                                                                   cache_dir=cache_dir))
     if tk is not None:
         snap.toolkits = tk
     conda_records = snap.toolkits.conda_packages if tk is not None and prefix and snap.python.conda_prefix else None
-
     if sys_path is None:
         snap.probe_errors.setdefault("torch", "no sys.path of the target interpreter (see probe_errors['python'])")
-    else:
-        alloc_names = alloc_conf_keys(env)
-        t = _guard(snap, "torch", lambda: torch_build.probe_torch(sys_path, prefix=prefix, cache_dir=cache_dir,
-                                                                 scan_arch=scan_arch, conda_records=conda_records,
-                                                                 alloc_names=alloc_names))
-        if t is not None:
-            snap.torch = t
-        tv = _guard(snap, "torchvision", lambda: torch_build.probe_torchvision(sys_path, prefix=prefix, conda_records=conda_records))
-        if tv is not None:
-            snap.torchvision = tv
-        pinned = _guard(snap, "torch_pinned", lambda: torch_build.probe_torch_pinned(sys_path))
-        if pinned is not None:
-            snap.torch_pinned = pinned
+        return
+    alloc_names = alloc_conf_keys(env)
+    t = _guard(snap, "torch", lambda: torch_build.probe_torch(sys_path, prefix=prefix, cache_dir=cache_dir, scan_arch=scan_arch,
+                                                             conda_records=conda_records, alloc_names=alloc_names))
+    if t is not None:
+        snap.torch = t
+    tv = _guard(snap, "torchvision", lambda: torch_build.probe_torchvision(sys_path, prefix=prefix, conda_records=conda_records))
+    if tv is not None:
+        snap.torchvision = tv
+    pinned = _guard(snap, "torch_pinned", lambda: torch_build.probe_torch_pinned(sys_path))
+    if pinned is not None:
+        snap.torch_pinned = pinned
 
-    def _libraries() -> None:
-        from cudafix.probes.libraries import probe_libraries  # type: ignore  # the loader-simulation module
 
-        primary = snap.primary_torch
-        snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir,
-                                         root=root, keep=keep)
+def _probe_libraries(snap: Snapshot, env: Mapping[str, str], cache_dir: Optional[str], root: str, keep: Tuple[str, ...]) -> None:
+    from cudafix.probes.libraries import probe_libraries  # type: ignore  # the loader-simulation module
 
-    _guard(snap, "libraries", _libraries)
+    primary = snap.primary_torch
+    snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir, root=root, keep=keep)
 
-    def _torch_import() -> None:
-        from cudafix.probes.torchload import probe_torch_import
 
-        primary = snap.primary_torch
-        if (snap.python.platform or "linux").startswith("win"):
-            return  # Windows: torch's DLL loading is cudafix/probes/windows.py's
-        snap.torch_import = probe_torch_import(primary.package_dir if primary else None, sys_path or [], env,
-                                               python_version=snap.python.version or "",
-                                               executable=snap.python.executable, cache_dir=cache_dir, root=root, keep=keep)
+def _probe_torch_import(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]], cache_dir: Optional[str],
+                        root: str, keep: Tuple[str, ...]) -> None:
+    """`import torch` simulated (cudafix/probes/torchload.py); not on Windows, where torch's DLL
+    loading is cudafix/probes/windows.py's, nor without the target's sys.path."""
+    from cudafix.probes.torchload import probe_torch_import
 
-    if sys_path is not None:
-        _guard(snap, "torch_import", _torch_import)
+    if sys_path is None or (snap.python.platform or "linux").startswith("win"):
+        return
+    primary = snap.primary_torch
+    snap.torch_import = probe_torch_import(primary.package_dir if primary else None, sys_path, env,
+                                           python_version=snap.python.version or "",
+                                           executable=snap.python.executable, cache_dir=cache_dir, root=root, keep=keep)
 
-    ext_kwargs: Optional[Dict[str, Any]] = None
-    ext_job = ahead.claim(EXTENSIONS, None) if ahead is not None else None
 
-    def _extensions() -> None:
-        from cudafix.probes.extensions import probe_extensions
+def _probe_extensions(snap: Snapshot, kwargs: Dict[str, Any]) -> None:
+    from cudafix.probes.extensions import probe_extensions
 
-        snap.extensions = probe_extensions(**ext_kwargs)
+    snap.extensions = probe_extensions(**kwargs)
 
-    if scan_arch and scan_extensions and sys_path is not None:
-        ext_kwargs = extension_kwargs(sys_path, env, prefix, bool(snap.python.conda_prefix), snap.primary_torch,
-                                      snap.python.version, cache_dir, root, keep)
-        if ext_job is None:
-            _guard(snap, "extensions", _extensions)
-    elif ext_job is not None:
-        ext_job.drop()
-        ext_job = None
 
-    if machine_job is not None:  # before the Windows probe, which adds to the driver's facts
-        got = machine_job.take()
-        machine.apply(snap, got[1] if got is not None and got[0] else machine.run(*machine_key))
+def _probe_windows(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]]) -> None:
+    from cudafix.probes.windows import probe_windows
 
-    if (snap.python.platform or "").startswith("win"):  # native Windows: the DLL side of import torch
-        from cudafix.probes.windows import probe_windows
+    primary = snap.primary_torch
+    win = _guard(snap, "windows", lambda: probe_windows(primary.package_dir if primary else None, snap.python.version, env,
+                                                        cuda=primary.cuda if primary else None,
+                                                        exec_prefix=snap.python.prefix, site_dirs=sys_path or []))
+    if win is not None:
+        snap.windows = win
+        if win.driver_version and not snap.driver.libcuda_path:  # the Windows driver: nvcuda.dll, not libcuda
+            snap.driver.libcuda_path, snap.driver.libcuda_version = win.nvcuda, win.driver_version
+            snap.driver.found_via["libcuda_version"] = win.found_via.get("driver_version", "")
+            for k in ("libcuda_path", "libcuda_version"):
+                snap.driver.unknown.pop(k, None)
 
-        primary = snap.primary_torch
-        win = _guard(snap, "windows", lambda: probe_windows(primary.package_dir if primary else None, snap.python.version, env,
-                                                            cuda=primary.cuda if primary else None,
-                                                            exec_prefix=snap.python.prefix, site_dirs=sys_path or []))
-        if win is not None:
-            snap.windows = win
-            if win.driver_version and not snap.driver.libcuda_path:  # the Windows driver: nvcuda.dll, not libcuda
-                snap.driver.libcuda_path, snap.driver.libcuda_version = win.nvcuda, win.driver_version
-                snap.driver.found_via["libcuda_version"] = win.found_via.get("driver_version", "")
-                for k in ("libcuda_path", "libcuda_version"):
-                    snap.driver.unknown.pop(k, None)
 
-    # What ran ahead, last: the children had the parent's whole run to finish in.
-    if gpus_job is not None:
-        got = gpus_job.take()
-        if got is None:  # no answer: probe here, as without a head start
-            _gpus()
-        elif got[0]:
-            snap.gpus = got[1]
-        else:
-            snap.probe_errors["gpus"] = got[1]
-    if ext_job is not None:
-        got = ext_job.take()
-        if got is not None and got[0] and got[1][0] == ext_kwargs:
-            snap.extensions = got[1][1]
-        elif got is not None and not got[0]:
-            snap.probe_errors["extensions"] = got[1]
-        else:  # no answer, or one for other inputs than this snapshot's
-            _guard(snap, "extensions", _extensions)
-    if ahead is not None:
-        ahead.close()
-    snap.probe_errors = _in_probe_order(snap.probe_errors)
-    return snap
+def _take_ahead(snap: Snapshot, job: Any, here: Callable[[], Any], name: str, use: Callable[[Any], None],
+                fits: Callable[[Any], bool] = lambda value: True) -> None:
+    """A probe's answer from its child: used where it ``fits`` this snapshot's inputs; its
+    error recorded as the serial run records it; without an answer, the probe runs ``here``."""
+    if job is None:
+        return
+    got = job.take()
+    if got is not None and got[0] and fits(got[1]):
+        use(got[1])
+    elif got is not None and not got[0]:
+        snap.probe_errors[name] = got[1]
+    else:  # no answer, or one for other inputs than this snapshot's
+        here()
 
 
 # The order take_snapshot runs its probes in without a head start: probe_errors keeps it.

@@ -1,27 +1,25 @@
 """Probes run ahead: the CLI's `status`, `check`, `snapshot` and `fix` take their snapshot in child
 processes (cudafix/cli/analysis.py ``load_snapshot``).
 
-A warm `cudafix status` on the H200 image (docs/benchmarks.md, issue 23) spent ~225 ms, of which
-the interpreter is ~60, importing cudafix's model, rules, planner and renderers ~35, and the
-probes ~95: the GPU probe (importing pynvml ~18 ms, nvmlInit ~12, the first handle ~7,
-nvmlShutdown ~4) and the extension scan (a stat per directory and file of the env, its cache
-files) ~30 each, every other probe ~20.  None of the imports is needed to probe, and the two big
-probes need nothing the others compute.  So the command forks a child for the GPU probe and one
+Of a warm `cudafix status`, the probes are the largest part, and the GPU probe (importing
+pynvml, nvmlInit, the first handle) and the extension scan the largest of them (the figures:
+docs/benchmarks.md, "Figures behind the code").  None of the command's imports is needed to
+probe, and the two big probes need nothing the others compute.  So the command forks a child for the GPU probe and one
 for the extension scan where each pays, one for the probes that read the machine alone
 (cudafix/probes/machine.py) where a CPU is free for it (:func:`start`), then a child that takes
 the snapshot with their answers and runs every other probe (:func:`snapshot_job`), and imports
 what it needs itself meanwhile.  The GPU child is forked first, before the model is imported:
 in it NVML starts on a thread while pynvml and the model are imported (cudafix/probes/nvml.py).
-Each child runs the same probe functions the serial path runs, sends its return value back
-pickled through a pipe and leaves with ``os._exit`` (no atexit handler, no flush of the parent's
-buffers).  The answers are the probes' own, taken fresh on every run: nothing is cached that the
+Each child (cudafix/forks.py) runs the same probe functions the serial path runs and sends its
+return value back pickled through a pipe.  The answers are the probes' own, taken fresh on every run: nothing is cached that the
 serial path does not cache.
 
 A job's answer is used only where its inputs are the ones ``take_snapshot`` computes itself (the
 extension job works out its own sys.path, prefix and torch, and its parent compares them);
 otherwise, and wherever a child died or sent nothing, the probe runs in the parent, as without
 this module.  No child is started where forking is not safe or useful: off Linux, on one CPU,
-with a second thread in the process (``/proc/self/task``), with $CUDAFIX_SERIAL set, or in any
+with a second thread in the process (``/proc/self/task``), with CUDAFIX_JOBS=1 (or its older
+name CUDAFIX_SERIAL) set, or in any
 process but the CLI's (the startup hook and library callers never ask for one).
 """
 
@@ -30,9 +28,11 @@ from __future__ import annotations
 import os
 import sys
 
+from cudafix import forks
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+    from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 GPUS = "gpus"
 EXTENSIONS = "extensions"
@@ -40,83 +40,24 @@ MACHINE = "machine"
 
 
 class Job:
-    """One child process running one probe; ``take()`` waits for its answer."""
+    """One child (cudafix/forks.py) running one probe for the inputs ``key``."""
 
-    def __init__(self, name: str, key: Any, pid: int, fd: int) -> None:
-        self.name, self.key, self._pid, self._fd = name, key, pid, fd
-        self._done = False
-        self._answer: Optional[Tuple[bool, Any]] = None
+    def __init__(self, name: str, key: Any, child: forks.Child) -> None:
+        self.name, self.key, self.child = name, key, child
 
     def take(self) -> Optional[Tuple[bool, Any]]:
-        """``(True, value)``, ``(False, "Type: message")`` (the probe raised), or None: no answer
-        (the child died, or sent what cannot be read): the caller runs the probe itself."""
-        if not self._done:
-            self._done = True
-            chunks: List[bytes] = []
-            try:
-                while True:
-                    chunk = os.read(self._fd, 1 << 20)
-                    if not chunk:
-                        break
-                    chunks.append(chunk)
-            except OSError:
-                chunks = []
-            finally:
-                os.close(self._fd)
-                _HELD.discard(self._fd)
-                _reap(self._pid)
-            if chunks:
-                try:
-                    from _pickle import loads  # pickle's C half: a third of `import pickle` (~1.4 ms)
-                except ImportError:
-                    from pickle import loads
-                try:
-                    got = loads(b"".join(chunks))
-                except Exception:  # a child killed mid-write
-                    got = None
-                if isinstance(got, tuple) and len(got) == 2 and isinstance(got[0], bool):
-                    self._answer = got
-        return self._answer
+        """``(True, value)``, ``(False, "Type: message")`` (the probe raised), or None (no answer:
+        the caller runs the probe itself)."""
+        return self.child.take()
 
     def drop(self) -> None:
         """Not needed after all: read the answer anyway (the child has done the serial path's own
-        cache writes by then) and close its pipe; the process is waited for at exit."""
-        self.take()
+        cache writes by then) and close its pipe."""
+        self.child.take()
 
 
-# The read ends of this process's jobs (and, in a child, its write end to its parent): a child
-# closes the ones it inherits, or a parent's read would wait for the grandchildren's exit.
-_HELD: Set[int] = set()
-# Children that answered but had not exited when asked: waited for at this process's exit.
-_PENDING: List[int] = []
-
-
-def _reap(pid: int) -> None:
-    """Wait for a child that has answered -- without blocking: after its answer a child still shuts
-    NVML down and tears its memory down, which the caller need not wait for (:func:`reap_all`)."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except (OSError, InterruptedError):
-        return
-    if done == 0:
-        _pending(pid)
-
-
-def _pending(pid: int) -> None:
-    if not _PENDING:
-        import atexit
-
-        atexit.register(reap_all)
-    _PENDING.append(pid)
-
-
-def reap_all() -> None:
-    """Wait for every child that answered (a process's exit: none is left a zombie)."""
-    while _PENDING:
-        try:
-            os.waitpid(_PENDING.pop(), 0)
-        except (OSError, InterruptedError):
-            pass
+reap_all = forks.reap_all
+split_work = forks.split_work  # the extension scan's and the split walk's: cudafix/forks.py
 
 
 class Ahead:
@@ -135,6 +76,15 @@ class Ahead:
             return None
         return job
 
+    def machine(self, key: Any) -> Optional[Job]:
+        return self.claim(MACHINE, key)
+
+    def gpus(self, env: Mapping[str, str], root: str, use_nvml: bool) -> Optional[Job]:
+        return self.claim(GPUS, gpus_key(env, root, use_nvml))
+
+    def extensions(self) -> Optional[Job]:
+        return self.claim(EXTENSIONS, None)
+
     def close(self) -> None:
         for job in list(self.jobs.values()):
             job.drop()
@@ -144,173 +94,39 @@ class Ahead:
         """The jobs' answers go to another child (which holds the read ends): this process closes
         its own and only waits for the jobs' processes, at its exit."""
         for job in self.jobs.values():
-            os.close(job._fd)
-            _HELD.discard(job._fd)
-            _pending(job._pid)
+            job.child.release()
         self.jobs.clear()
 
 
 def can_fork(env: Mapping[str, str]) -> Optional[str]:
-    """None where forking the probes is safe here, else why not (one line)."""
+    """None where forking the probes is safe here and allowed, else why not (one line)."""
     from cudafix.knowledge import knobs
 
-    if knobs.flag(env, "CUDAFIX_SERIAL"):
-        return "CUDAFIX_SERIAL is set"
-    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
-        return "not Linux"
-    try:
-        threads = len(os.listdir("/proc/self/task"))
-    except OSError:
-        return "/proc/self/task is not readable"
-    if threads != 1:
-        # a child of a threaded process may inherit a lock some other thread held (malloc, stdio, import)
-        return "%d threads in this process" % threads
-    if _cpus() < 2:
-        return "one CPU: nothing would run beside the parent"
-    return None
+    if knobs.jobs(env) == 1:
+        return "CUDAFIX_SERIAL is set" if not (env.get("CUDAFIX_JOBS") or "").strip() else "CUDAFIX_JOBS=1"
+    return forks.unsafe()
 
 
-def _cpus() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-# A cold extension scan reads every shared object of the env (the H200 image: 782, ~360 ms in
-# one process); its examining is split over half the CPUs (the other jobs run too), at most 8.
+# A cold extension scan reads every shared object of the env; its examining is split over half
+# the CPUs (the other jobs run too), at most 8.
 MAX_EXAMINE_WORKERS = 8
 
 
 def _fork(name: str, key: Any, work: Callable[[], Any], after: Optional[Callable[[], None]] = None,
           keep: Tuple[int, ...] = ()) -> Optional[Job]:
-    """A child running ``work``; once its answer is sent (and its end of the pipe closed, so the
-    parent reads it at once) it runs ``after`` and waits for children of its own.  ``keep``: read
-    ends of other jobs the child is to read (every other one it inherits, it closes)."""
-    try:
-        r, w = os.pipe()
-    except OSError:
-        return None
-    try:
-        pid = os.fork()
-    except OSError:  # a process limit, a seccomp profile: the parent probes itself
-        os.close(r)
-        os.close(w)
-        return None
-    if pid == 0:  # the child: run, answer, leave without running anything of the parent's
-        code = 1
-        try:
-            for fd in [r] + sorted(_HELD.difference(keep)):
-                os.close(fd)
-            _HELD.clear()
-            _HELD.update((w,) + tuple(keep))
-            _PENDING[:] = []  # the parent's children are not this one's to wait for
-            try:
-                answer: Tuple[bool, Any] = (True, work())
-            except Exception as exc:  # what _guard would have recorded for this probe
-                answer = (False, "%s: %s" % (type(exc).__name__, exc))
-            import pickle
-
-            data = memoryview(pickle.dumps(answer, pickle.HIGHEST_PROTOCOL))
-            while data:
-                data = data[os.write(w, data):]
-            os.close(w)
-            code = 0
-            if after is not None:
-                after()
-        except BaseException:  # KeyboardInterrupt, a closed pipe: no answer, the parent probes itself
-            pass
-        finally:
-            try:
-                reap_all()
-            finally:
-                os._exit(code)
-    os.close(w)
-    _HELD.add(r)
-    return Job(name, key, pid, r)
-
-
-def split_work(items: List[Tuple[Any, int]], workers: int, work: Callable[[List[Any]], Dict[str, Any]],
-               min_items: int) -> Dict[str, Any]:
-    """``work`` over ``items`` ((item, weight)) in ``workers`` processes, this one and children,
-    where there are ``min_items`` or more and forking is safe here: the answers merged ({} where
-    nothing was split).  The items wait in a queue, the heaviest first, and each process takes
-    the next one when it is free: a weight (a file's size) says little of an item's time (a
-    400 MB library with a 23 MB .rodata took 42 ms of a cold scan, as long as ~300 small files),
-    so shares fixed beforehand left processes idle while one worked on.  What no child answered
-    for is left out: the caller does it itself."""
-    if workers < 2 or len(items) < min_items or can_fork(os.environ) is not None:
-        return {}
-    order = sorted(range(len(items)), key=lambda i: -items[i][1])
-    queue = _queue(order)
-    if queue is None:  # the queue did not fit in a pipe: fixed shares, each about the same weight
-        shares: List[List[Any]] = [[] for _ in range(workers)]
-        load = [0] * workers
-        for i in order:
-            j = load.index(min(load))
-            shares[j].append(items[i][0])
-            load[j] += items[i][1]
-        jobs = [_fork("share", None, lambda share=share: work(share)) for share in shares[1:]]
-        try:
-            out = work(shares[0])
-        finally:
-            answers = [job.take() if job is not None else None for job in jobs]
-    else:
-        def pull() -> Dict[str, Any]:
-            got: Dict[str, Any] = {}
-            while True:
-                # a pipe's read takes whole records here: every record is 4 bytes, every read asks for 4
-                record = os.read(queue, 4)
-                if len(record) < 4:
-                    return got
-                got.update(work([items[int.from_bytes(record, "little")][0]]))
-
-        jobs = []
-        try:
-            jobs = [_fork("share", None, pull) for _ in range(workers - 1)]
-            out = pull()
-        finally:
-            os.close(queue)
-            answers = [job.take() if job is not None else None for job in jobs]  # waited for, whatever happened here
-    for got in answers:
-        if got is not None and got[0]:
-            out.update(got[1])
-    return out
-
-
-def _queue(order: List[int]) -> Optional[int]:
-    """The read end of a pipe holding ``order`` (4-byte records, the write end closed: a reader
-    meets its end once it is empty), or None where it does not fit the pipe's buffer (64 KiB by
-    default; less where the user's pipe pages run short, pipe(7))."""
-    data = b"".join(i.to_bytes(4, "little") for i in order)
-    try:
-        r, w = os.pipe()
-    except OSError:
-        return None
-    try:
-        os.set_blocking(w, False)
-        written = os.write(w, data)
-    except OSError:
-        written = -1
-    os.close(w)
-    if written != len(data):
-        os.close(r)
-        return None
-    return r
+    child = forks.fork(work, after=after, keep=keep)
+    return Job(name, key, child) if child is not None else None
 
 
 def gpus_key(env: Mapping[str, str], root: str, use_nvml: bool) -> Tuple[Any, ...]:
     return (dict(env), root, use_nvml)
 
 
-# A fork costs the parent ~0.5 ms and its page faults afterwards (each page it writes that it
-# shares with a child is copied: ~2,000 pages, 5-8 ms of a `status` on this project's 2-core VM),
-# so a job runs ahead only where its work is larger: NVML where a driver is loaded (pynvml and
-# nvmlInit are ~30 ms), the extension scan where it reads files (no stored walks: a cold scan) or
-# walks a big env.  The walks file grows with the directories walked (~240 bytes each): the
-# rich test venv's 1,096 directories (262 KB, a 12 ms warm scan) gain nothing on 2 cores; the
-# H200 image's 3,639 do.
+# A fork costs the parent the fork and its page faults afterwards (each page it writes that it
+# shares with a child is copied), so a job runs ahead only where its work is larger: NVML where
+# a driver is loaded, the extension scan where it reads files (no stored walks: a cold scan) or
+# walks a big env -- the walks file grows with the directories walked; the rich test venv's
+# gain nothing on 2 cores, the H200 image's do (docs/benchmarks.md, "Figures behind the code").
 BIG_WALKS_BYTES = 512 * 1024
 
 
@@ -325,7 +141,7 @@ def _gpus_job(env: Dict[str, str], root: str, use_nvml: bool) -> Any:
 
     if use_nvml and root == "/" and nvml.nvidia_driver_present(root) is not None:
         nvml.begin()  # first: NVML's start runs beside every import of this child (read_nvml_gpus would begin it later)
-    # imported here, in the child: the model it builds on (~5 ms on the H200) is not the GPU fork's to wait for
+    # imported here, in the child: the model it builds on is not the GPU fork's to wait for
     from cudafix.probes import gpus
 
     return gpus.probe_gpus(env, root=root, use_nvml=use_nvml, keep_nvml=True)
@@ -334,7 +150,7 @@ def _gpus_job(env: Dict[str, str], root: str, use_nvml: bool) -> Any:
 def _shared_imports() -> None:
     """What every other process of the command imports (the model, json), imported once, after
     the GPU child's fork and before the others': on the H200 each process importing the model
-    itself made the snapshot child ~10 ms slower (run 8, docs/benchmarks.md)."""
+    itself made the snapshot child slower (run 8, docs/benchmarks.md)."""
     import json  # noqa: F401
 
     from cudafix.model import snapshot  # noqa: F401
@@ -369,7 +185,7 @@ def snapshot_job(env: Mapping[str, str], cache_dir: Optional[str], python: Optio
 
         return take_snapshot(python=python, cache_dir=cache_dir, ahead=jobs)
 
-    job = _fork(SNAPSHOT, None, work, keep=tuple(j._fd for j in jobs.jobs.values()) if jobs else ())
+    job = _fork(SNAPSHOT, None, work, keep=tuple(j.child.fd for j in jobs.jobs.values()) if jobs else ())
     if jobs is not None:
         if job is None:
             jobs.close()
@@ -395,7 +211,7 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     if always or _nvml_work(root, use_nvml):
         from cudafix.probes import nvml
 
-        # NVML is shut down after the answer is sent (~4 ms the parent need not wait for)
+        # NVML is shut down after the answer is sent (the parent need not wait for it)
         job = _fork(GPUS, gpus_key(env, root, use_nvml), lambda: _gpus_job(env, root, use_nvml), after=nvml.shutdown)
         if job is not None:
             jobs[GPUS] = job
@@ -404,7 +220,7 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
         job = _fork(EXTENSIONS, None, lambda: _extensions_job(env, cache_dir, root))
         if job is not None:
             jobs[EXTENSIONS] = job
-    if always or _cpus() >= MACHINE_MIN_CPUS:
+    if always or forks.cpus() >= MACHINE_MIN_CPUS:
         from cudafix import probes
         from cudafix.probes import machine
 
@@ -416,9 +232,9 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     return Ahead(jobs) if jobs else None
 
 
-# The machine probes (cudafix/probes/machine.py; 6.5 ms of their own child beside the snapshot
-# child's 15.5 ms on the H200, run 10 of docs/benchmarks.md) run in a child of their own only
-# where a CPU is free for it: the parent, the snapshot child, the GPU child and this one make four.
+# The machine probes (cudafix/probes/machine.py; their share: run 10 of docs/benchmarks.md) run in
+# a child of their own only where a CPU is free for it: the parent, the snapshot child, the GPU
+# child and this one make four.
 MACHINE_MIN_CPUS = 4
 
 
@@ -436,4 +252,4 @@ def _extensions_job(env: Dict[str, str], cache_dir: Optional[str], root: str) ->
     torches = torch_build.probe_torch(sys_path, prefix=prefix, scan_arch=False, conda_records=[])
     kwargs = probes.extension_kwargs(sys_path, env, prefix, conda, torches[0] if torches else None, info.version,
                                      cache_dir, root, probes.kept_dirs(prefix, root))
-    return kwargs, probe_extensions(workers=min(MAX_EXAMINE_WORKERS, _cpus() // 2), **kwargs)
+    return kwargs, probe_extensions(workers=min(MAX_EXAMINE_WORKERS, forks.cpus() // 2), **kwargs)

@@ -193,22 +193,22 @@ def _tree(stack: List[Tuple[str, str, int]], max_depth: int, cache: DirCache,
 
 
 # Below this many subdirectories of a root, walking them in several processes costs more than
-# it saves (a fork is ~0.5 ms, a listing ~15 us).
+# it saves (a fork against a listing: docs/benchmarks.md, "Figures behind the code").
 SPLIT_MIN_DIRS = 16
 
 
 def _split(top: Tuple[str, str, int], max_depth: int, cache: DirCache,
            workers: int) -> Optional[Tuple[List[str], List[List[Any]], bool]]:
     """:func:`_tree` from ``top``, its subdirectories' trees walked in ``workers`` processes
-    (cudafix.probes.ahead.split_work) and put together in the order one walk visits them: the
-    H200 image's site-packages is 3,639 directories, ~60 ms of listings in one process.  Each
+    (cudafix.forks.split_work) and put together in the order one walk visits them: the
+    H200 image's site-packages is 3,639 directories, listed one by one in one process.  Each
     process brings back the listings it read, for the cache.  None: not split (too few
     subdirectories, an unreadable root, no fork here)."""
     root, real_root, _depth = top
     got = cache.listing(root) if max_depth > 1 else None
     if got is None or len(got[0]) < SPLIT_MIN_DIRS:
         return None
-    from cudafix.probes import ahead
+    from cudafix import forks
 
     dirs, files = got
     root_, real_ = _slash(root), _slash(real_root)
@@ -222,7 +222,7 @@ def _split(top: Tuple[str, str, int], max_depth: int, cache: DirCache,
             out[d] = (visited, found, whole, {v: cache.used[v] for v in visited if v in cache.used}, cache.dirty)
         return out
 
-    answers = ahead.split_work([(t, 0) for t in subtrees], workers, work, SPLIT_MIN_DIRS)
+    answers = forks.split_work([(t, 0) for t in subtrees], workers, work, SPLIT_MIN_DIRS)
     if not answers:
         return None
     visited = [root]

@@ -240,7 +240,7 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
     ``tag`` its extension-cache folder (extension_tag); ``root`` / ``keep``: the probe root and
     the env's own directories (host.machine_path).  ``workers`` > 1: directories are walked
     (dirwalk.walk) and the shared objects the cache does not answer for examined in that many
-    processes (cudafix.probes.ahead.split_work; the CLI's extension job only)."""
+    processes (cudafix.forks.split_work; the CLI's extension job only)."""
     info = ExtensionInfo(scanned=True)
     probe_root, roots = root, _roots(sys_path, prefix, conda, env, tag, root, keep)
     info.roots = [r for r, _ in roots]
@@ -300,10 +300,10 @@ def probe_extensions(sys_path: List[str], env: Mapping[str, str], prefix: Option
 
     examined: Dict[str, Any] = {}
     if workers > 1:  # a cold scan's files examined in several processes, each taking the next file when free
-        from cudafix.probes import ahead
+        from cudafix import forks
 
         misses = [((path, real, root, kind), sig[3]) for path, real, sig, root, kind in todo if cached(real, sig) is None]
-        examined = ahead.split_work(misses, workers, examine_share, PARALLEL_MIN_FILES)
+        examined = forks.split_work(misses, workers, examine_share, PARALLEL_MIN_FILES)
     try:
         for path, real, sig, root, kind in todo:
             ent = cached(real, sig)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Dict, List
 
 from cudafix.knowledge import knobs
-from cudafix.activation.shells import CACHE_FORMAT, Guard, ActivationPlan, encode_state, managed_words, names_of, one_line
+from cudafix.activation.plan import CACHE_FORMAT, Guard, ActivationPlan, encode_state, managed_words, names_of, one_line
 
 EXT = "sh"
 
