@@ -14,7 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, NoReturn
 
-from cudafix.cli.analysis import EXIT_FINDINGS, EXIT_OK, BadInput, emit, select_rules, use_color
+from cudafix.cli.common import EXIT_FINDINGS, EXIT_OK, BadInput, emit, select_rules, use_color
 
 _EXCLUSIVE = (("from_file", "--from"), ("example", "--example"), ("python", "--python"),
               ("assume_driver", "--assume-driver"), ("assume_gpu", "--assume-gpu"))

@@ -61,24 +61,26 @@ def query_python(python: str, env: Mapping[str, str], timeout: float = PYTHON_QU
     cudafix's own startup hook is switched off in the child (CUDAFIX_DISABLE=1).  It runs in
     ``/`` (safefs.CHILD_CWD): ``-c`` would import a json.py planted in the caller's directory.
     """
-    import subprocess  # here: `status` on this interpreter never spawns, and skips the import
-
     from cudafix.model.snapshot import PythonInfo
-    from cudafix.store.safefs import CHILD_CWD
+    from cudafix.store import runner  # here: `status` on this interpreter never spawns
+    from cudafix.store.safefs import CHILD_CWD, env_owners
 
     child_env = dict(env)
     child_env["CUDAFIX_DISABLE"] = "1"
+    # the trusted runner (an interpreter of root's, ours or its env owner's; from /, stdin closed,
+    # its group killed on the timeout).  Not -I: the question is the sys.path the user's programs
+    # get, PYTHONPATH and the user site included.
     try:
-        proc = subprocess.run([python, "-c", _QUERY], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, env=child_env, timeout=timeout, cwd=CHILD_CWD)
-    except subprocess.TimeoutExpired:
-        raise ProbeError("%s did not answer within %.0f s" % (python, timeout)) from None
+        proc = runner.run([python, "-c", _QUERY], timeout, env=child_env, max_output=1 << 22,
+                          owners=env_owners(os.path.dirname(os.path.dirname(python))))
     except OSError as exc:
         raise ProbeError("cannot run %s: %s" % (python, exc.strerror or exc)) from None
+    if proc.timed_out:
+        raise ProbeError("%s did not answer within %.0f s" % (python, timeout))
     if proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        err = proc.text("stderr").strip().splitlines()
         raise ProbeError("%s exited with %d%s" % (python, proc.returncode, (": " + err[-1]) if err else ""))
-    data = parse_python_query(proc.stdout.decode("utf-8", "replace"))
+    data = parse_python_query(proc.text())
     prefix = str(data.get("prefix") or "")
     info = PythonInfo(executable=str(data.get("executable") or python), version=str(data.get("version") or ""),
                       prefix=prefix, platform=str(data.get("platform") or ""))

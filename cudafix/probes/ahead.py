@@ -32,7 +32,7 @@ from cudafix import forks
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+    from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 GPUS = "gpus"
 EXTENSIONS = "extensions"

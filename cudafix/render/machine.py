@@ -6,14 +6,14 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, List, Optional
+    from typing import Dict, List, Optional
 
 from cudafix import __version__
 from cudafix.knowledge import jit_cache
 from cudafix.model.findings import ERROR, UNKNOWN, WARNING
 from cudafix.model.snapshot import ArchCoverage, GPU, LibraryResolution, Snapshot
 from cudafix.model import cuda as cudaver
-from cudafix.render.verdict import no_driver
+from cudafix.render.verdict import assumed_value, no_driver  # noqa: F401  (assumed_value: re-exported)
 from cudafix.render.text import (
     Out, field, mib_text, remaining_unknowns, row, shell_value, unknown_text, via_text, wrap_list,
 )
@@ -30,18 +30,6 @@ def header_section(out: Out, snap: Snapshot, origin: str) -> None:
     if snap.source and snap.source != "probed":
         out.add("  source: %s" % snap.source)
     # what-if assumptions and failed probes: said with the verdict (render.verdict), once
-
-
-def assumed_value(v: Any) -> str:
-    if isinstance(v, dict) and "value" in v:  # cudafix.probes.assume: {"value": ..., "replaced": ...}
-        return assumed_value(v["value"])
-    if isinstance(v, dict) and "values" in v:
-        return assumed_value(v["values"])
-    if isinstance(v, (list, tuple)):
-        return ",".join(assumed_value(x) for x in v)
-    if isinstance(v, dict):
-        return ",".join("%s:%s" % (k, assumed_value(x)) for k, x in sorted(v.items()))
-    return str(v)
 
 
 def driver_section(out: Out, snap: Snapshot, verbose: bool = False) -> None:

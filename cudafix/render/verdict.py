@@ -19,6 +19,18 @@ from cudafix.render.findings import sorted_findings, summary_line, unknowns
 from cudafix.render.text import DASH, WIDTH, Out, plural, visible_len
 
 
+def assumed_value(v: Any) -> str:
+    if isinstance(v, dict) and "value" in v:  # cudafix.probes.assume: {"value": ..., "replaced": ...}
+        return assumed_value(v["value"])
+    if isinstance(v, dict) and "values" in v:
+        return assumed_value(v["values"])
+    if isinstance(v, (list, tuple)):
+        return ",".join(assumed_value(x) for x in v)
+    if isinstance(v, dict):
+        return ",".join("%s:%s" % (k, assumed_value(x)) for k, x in sorted(v.items()))
+    return str(v)
+
+
 def problems(runs: Sequence[RuleRun]) -> List[Finding]:
     """What the verdict counts: errors and warnings, worst first (notes are not problems)."""
     return [f for f in sorted_findings(runs) if f.severity in (ERROR, WARNING)]
@@ -66,7 +78,6 @@ def _headline(message: str) -> str:
 def verdict_lines(snap: Optional[Snapshot], runs: Sequence[RuleRun], plan: Any = None, plan_error: Optional[str] = None,
                   fix_command: str = "cudafix fix") -> List[str]:
     """Line 1 is the answer; the lines after it say what the answer rests on (what-if, no driver)."""
-    from cudafix.render.machine import assumed_value
 
     probs = problems(runs)
     unk = unknowns(runs)

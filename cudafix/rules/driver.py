@@ -245,7 +245,9 @@ def check_driver_too_old(snap: Snapshot) -> Iterable[Outcome]:
     ev = ["%s; %s" % (supports, needs), facts["why"]]
     # One cause, one finding: add-ons whose own CUDA runtime this driver cannot run either are
     # this finding's evidence (ext-cuda-major leaves them to it).
-    ev += rext.driver_failures(snap) + rext.companion_evidence(snap, "driver-too-old")
+    from cudafix.rules._companions import companion_evidence
+
+    ev += rext.driver_failures(snap) + companion_evidence(snap, "driver-too-old")
     return [problem(
         "driver %s (CUDA %d.%d) is too old for %s (CUDA %d.%d)" % (dv or "?", dmm[0], dmm[1], torch_label(t), tmm[0], tmm[1]),
         ev, fix=_driver_fix(snap, t, tmm), subject="driver",
@@ -290,7 +292,7 @@ def _all_sass(snap: Snapshot) -> Tuple[bool, str]:
     """(True, why) when every visible GPU runs SASS of torch's CUDA libraries and of every
     extension module of torch with device code: then minor-version compatibility needs no PTX JIT."""
     from cudafix.knowledge.arch import fit
-    from cudafix.rules.arch import _fits  # the arch rules' own view of torch's code per GPU
+    from cudafix.rules._torchfit import _fits  # the arch rules' own view of torch's code per GPU
 
     _t, _covs, fits, _blocked = _fits(snap)
     if not fits:

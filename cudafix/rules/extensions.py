@@ -116,6 +116,12 @@ _WANT = {
 }
 
 
+def _torch_companions() -> "Tuple[str, ...]":
+    from cudafix.rules._companions import TORCH_COMPANIONS
+
+    return TORCH_COMPANIONS
+
+
 def _by_package(mods: Iterable[ExtensionModule]) -> "Dict[str, List[ExtensionModule]]":
     """One cause, one finding: the files of one package (or one unowned file) together."""
     groups: "Dict[str, List[ExtensionModule]]" = {}
@@ -128,43 +134,11 @@ def _files(group: List[ExtensionModule]) -> str:
     return "%d files" % len(group) if len(group) > 1 else _name(group[0])
 
 
-# Packages built and released with torch (one CUDA variant per torch build): when torch itself
-# cannot run on a GPU, replacing torch replaces them, so their failure there is that one cause.
-TORCH_COMPANIONS = ("torchvision", "torchaudio")
-
-
 def _torch_fails_on(snap: Snapshot) -> "Dict[int, str]":
-    """GPU index -> the torch finding that already says torch cannot run there (arch-unsupported:
-    no code for it; driver-too-old: the driver cannot run torch's CUDA runtime)."""
-    from cudafix.rules.arch import _fits  # the arch rules' own view of torch's code per GPU
+    """GPU index -> the torch finding that already says torch cannot run there (rules/arch.py)."""
+    from cudafix.rules._companions import torch_fails_on
 
-    out: "Dict[int, str]" = {}
-    if _torch_fails_on_driver(snap, compat_driver(snap)):
-        return {g.index: "driver-too-old" for g, _cc in _gpus(snap)}
-    _t, _covs, fits, _blocked = _fits(snap)
-    for f in fits:
-        if f.kind == "none":
-            out[f.gpu.index] = "arch-unsupported"
-    return out
-
-
-def companion_evidence(snap: Snapshot, rule: str) -> List[str]:
-    """Evidence for torch's ``rule`` finding: its companions that fail or stall on the same GPUs
-    (their ext-* rules leave them to it: one cause, one finding)."""
-    if not snap.extensions.scanned:
-        return []
-    fails = {i for i, r in _torch_fails_on(snap).items() if r == rule}
-    if not fails:
-        return []
-    drv = compat_driver(snap)
-    out: List[str] = []
-    for _key, group in _by_package(m for m in _mods(snap) if m.package in TORCH_COMPANIONS and _has_code(m)).items():
-        hits = unique("%s on %s" % (a.how if a.how != compat.SASS else "runs", gpu_label(g)) for m in group for g, cc in _gpus(snap)
-                      if g.index in fails and cc for a in [compat.device_code(drv, cc, m.sass, m.ptx, m.ptx_isa)] if a.how != compat.SASS)
-        if hits:
-            out.append("%s (%s), built with this torch: %s; the torch build that fixes this brings its own" % (
-                _pkg(group[0]), _files(group), ", ".join(hits)))
-    return out
+    return torch_fails_on(snap)
 
 
 def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
@@ -220,7 +194,7 @@ def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
             if m not in hit_mods:
                 hit_mods.append(m)
         lead = hit_mods[0]
-        if lead.package in TORCH_COMPANIONS:
+        if lead.package in _torch_companions():
             torch_fails = _torch_fails_on(snap)
             if all(g.index in torch_fails for _m, g, _cc, _a in hits):
                 rule = torch_fails[hits[0][1].index]
