@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from cudafix.probes import fatbin as fatbin_mod
 from cudafix.probes.elf import read_elf
 from cudafix.probes.fatbin import scan_fatbin, scan_fatbin_uncached
 from tests.conftest import require, venv_site_packages
@@ -248,7 +249,7 @@ def test_cache_hit_invalidation_and_corruption(nvcc, tmp_path):
         cfile.write_text(junk)
         cov = scan_fatbin(so, cache_dir=str(cache))
         assert cov.sass == ["sm_90"] and cov.unknown is None
-    assert json.loads(cfile.read_text())["version"] == 1
+    assert json.loads(cfile.read_text())["version"] == fatbin_mod.CACHE_VERSION
     # a cache file others can write is not trusted
     os.chmod(str(cfile), 0o666)
     assert "(cached)" not in scan_fatbin(so, cache_dir=str(cache)).found_via
