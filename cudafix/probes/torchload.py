@@ -364,7 +364,7 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
             failures.append(("symbol", prov.elf.soname or os.path.basename(prov.path), hit[0], hit[1], obj.path, prov.path))
     if failure is not None and failure[3] is None and not failures:  # the 1.13 / ValueError cases: a folder missing
         failures.append(("missing", failure[1], "", "", "", ""))
-    out.breaks = _causes(failures, torch_dir, sys_path, python_version, cmajor)
+    out.breaks = _causes(failures, torch_dir, sys_path, python_version, cmajor, syms.cache_dir)
 
 
 def _cublas_cudnn(sim: LoaderSim, sys_path: List[str], gd: str, syms: _Symbols, python_version: str,
@@ -408,10 +408,10 @@ def _satisfied(spec: str, version: str) -> bool:
 
 
 def _causes(failures: List[Tuple[str, str, str, str, str, str]], torch_dir: str, sys_path: List[str],
-            python_version: str, cuda_major: str) -> List[InstallBreak]:
+            python_version: str, cuda_major: str, cache_dir: Optional[str] = None) -> List[InstallBreak]:
     from cudafix.probes.wheelreqs import Requirements
 
-    reqs = Requirements(torch_dir, sys_path, python_version)
+    reqs = Requirements(torch_dir, sys_path, python_version, cache_dir)
     if not reqs.entries:  # no CUDA wheel requirement (conda's torch, a bundling build): no pip wheel to name
         return []
     records = WheelRecords()

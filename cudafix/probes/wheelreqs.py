@@ -20,6 +20,21 @@ from cudafix.knowledge import torch_wheels
 from cudafix.knowledge.cuda_packages import normalize
 
 MAX_METADATA = 1 << 20
+# torch's requirements, flattened, kept per torch by the stat of the METADATA files they came from:
+# parsing cuda-toolkit's ~650 Requires-Dist lines with their markers is ~0.1 s of every status.
+CACHE_FILE = "torch-requirements-cache.json"
+CACHE_VERSION = 1
+CACHE_MAX_ENTRIES = 32
+
+
+def _info_dirs(site: str, *dists: str) -> List[str]:
+    """The dist-info directories of ``dists`` in ``site`` (what a cached answer is keyed on)."""
+    out = []
+    for info in sorted(glob.glob(os.path.join(glob.escape(site), "*.dist-info"))):
+        m = re.match(r"^(.+)-([^-]+)\.dist-info$", os.path.basename(info))
+        if m and any(re.fullmatch(re.sub(r"[-_.]+", "[-_.]", d), m.group(1), re.I) for d in dists):
+            out.append(info)
+    return out
 
 
 def _metadata(site: str, dist: str) -> Tuple[Optional[str], List[str]]:
@@ -42,12 +57,31 @@ def _metadata(site: str, dist: str) -> Tuple[Optional[str], List[str]]:
 class Requirements:
     """torch's CUDA wheel requirements, flattened: (wheel name, pip spec, required by, family, extra)."""
 
-    def __init__(self, torch_dir: str, sys_path: Sequence[str], python_version: str) -> None:
+    def __init__(self, torch_dir: str, sys_path: Sequence[str], python_version: str, cache_dir: Optional[str] = None) -> None:
+        from cudafix.store import cachefile
+
+        self.sites = [p for p in sys_path if p and os.path.isdir(p)]
+        self._installed: Optional[Dict[str, str]] = None
+        site = os.path.dirname(torch_dir)
+        key = [python_version] + [[d, cachefile.stat_sig(os.path.join(d, "METADATA"))]
+                                  for d in _info_dirs(site, "torch", "cuda-toolkit")]
+        cache = cachefile.load(cache_dir, CACHE_FILE, CACHE_VERSION) if cache_dir else {}
+        hit = cache.get(site)
+        if isinstance(hit, dict) and hit.get("key") == key and isinstance(hit.get("entries"), list):
+            self.entries = [tuple(str(x) for x in e) for e in hit["entries"]]  # type: ignore[misc]
+            return
+        self._parse(site, python_version)
+        if cache_dir:
+            cache.pop(site, None)
+            cache[site] = {"key": key, "entries": [list(e) for e in self.entries]}
+            while len(cache) > CACHE_MAX_ENTRIES:
+                cache.pop(next(iter(cache)))
+            cachefile.store(cache_dir, CACHE_FILE, CACHE_VERSION, cache)
+
+    def _parse(self, site: str, python_version: str) -> None:
         from packaging.markers import default_environment
         from packaging.requirements import InvalidRequirement, Requirement
 
-        self.sites = [p for p in sys_path if p and os.path.isdir(p)]
-        site = os.path.dirname(torch_dir)
         self.entries: List[Tuple[str, str, str, str, str]] = []
         env = default_environment()
         if python_version:
@@ -86,7 +120,6 @@ class Requirements:
                         if sfam and sub.marker is not None and applies(sub, extra) and not applies(sub, ""):
                             self.entries.insert(0, (sname, "%s%s" % (sname, sub.specifier),
                                                     "cuda-toolkit %s [%s]" % (cv, extra), sfam, extra))
-        self._installed: Optional[Dict[str, str]] = None
 
     def for_family(self, fam: str, extra: str = "") -> Optional[Tuple[str, str, str]]:
         for name, spec, by, f, _e in self.entries:
