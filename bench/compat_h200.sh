@@ -46,20 +46,22 @@ EOF
 ) > "$OUT"/cupy.txt 2>&1
 # 3. recordings
 SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-mkvenv() {  # mkvenv DIR: a venv of the image's torch, torchvision, torchaudio and what torch imports, linked
+mkvenv() {  # mkvenv DIR: a venv of the image's torch, torchvision, torchaudio and what torch imports, hard-linked
   rm -rf "$1"; "$PY" -m venv --without-pip "$1"
   vsite=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   for e in "$SITE"/*; do
     case $(basename "$e") in
     torch|torch-*|torchvision|torchvision-*|torchvision.libs|torchaudio|torchaudio-*|functorch|torchgen|nvidia|nvidia_*|cuda_toolkit-*|triton|triton-*|numpy|numpy-*|numpy.libs|typing_extensions*|filelock|filelock-*|sympy|sympy-*|mpmath|mpmath-*|networkx|networkx-*|jinja2|jinja2-*|markupsafe|markupsafe-*|MarkupSafe-*|fsspec|fsspec-*|PIL|pillow-*|pillow.libs|setuptools|setuptools-*|_distutils_hack|distutils-precedence.pth)
-      ln -s "$e" "$vsite/" ;;
+      # hard links (the extension scan does not follow a symlinked package into another tree)
+      cp -al "$e" "$vsite/" 2>/dev/null || ln -s "$e" "$vsite/" ;;
     esac
   done
 }
-TV=/tmp/cfx-torch-only
+TOP=$(cd "$(dirname "$SITE")/../../.." && pwd)  # beside the image's env: one filesystem for cp -al
+TV=$TOP/cfx-torch-only
 mkvenv "$TV"
 "$TV/bin/python" -c 'import torch, torchvision; print("torch-only venv:", torch.__version__, torchvision.__version__, torch.cuda.is_available())' > "$OUT"/screens.txt 2>&1
-PV=/tmp/cfx-ptx132
+PV=$TOP/cfx-ptx132
 mkvenv "$PV"
 PSITE=$("$PV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 mkdir -p "$PSITE/cfx_ptx132"; cp "$MODS/cfx_13_2_86_ptx90.so" "$PSITE/cfx_ptx132/_k.so"; touch "$PSITE/cfx_ptx132/__init__.py"

@@ -375,8 +375,8 @@ def test_run_status_shows_the_bundled_example_without_driver():
     # issue 35: said in the first lines of the machine's own report, its unknown rows collapsed
     assert "no NVIDIA driver on this machine" in "\n".join(first.splitlines()[:6])
     assert "kernel module    unknown" not in first and "none             no kernel module, no libcuda.so.1" in first
-    assert "snapshot: bundled example h200-rich-torch2.11-cu130" in second
-    assert "0  NVIDIA H200  sm_90" in second
+    assert "snapshot: bundled example h100-rich-torch2.11-cu130" in second
+    assert "0  NVIDIA H100 80GB HBM3  sm_90" in second
 
 
 def test_status_caches_the_arch_scan_per_env(torch_cu_python, tmp_path):
