@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import REPO, require, snapshot_files
 
-BASE = "c56481e3723812b41c11cfaa85bd5d9edc4cfb54"  # placeholder: moved below to the merged tree
+BASE = "0c06206c574a352b7b5e4b98546e4340308f2515"  # moved (issue 34 with 35-39 merged): the compatibility model, one cause one finding, the import simulation, the verdict first
 COMMANDS = (["status"], ["status", "--json"], ["check"])
 
 
