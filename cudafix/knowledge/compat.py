@@ -129,6 +129,15 @@ def driver_cuda(snap: "Snapshot") -> "Tuple[Optional[int], str]":
     return None, ""
 
 
+def torch_cuda(snap: "Snapshot") -> Optional[int]:
+    """The CUDA release of the snapshot's torch build (13000), None for a CPU build or none."""
+    from cudafix.model.versions import release
+
+    t = snap.primary_torch
+    rel = release(t.cuda) if t is not None and t.cuda else ()
+    return rel[0] * 1000 + rel[1] * 10 if len(rel) >= 2 else None
+
+
 def driver_of(snap: "Snapshot") -> Driver:
     """The snapshot's driver as this model takes it."""
     return Driver(driver_cuda(snap)[0], snap.driver.kernel_version or snap.driver.libcuda_version, None,

@@ -39,18 +39,15 @@ def _info_dirs(site: str, *dists: str) -> List[str]:
 
 def _metadata(site: str, dist: str) -> Tuple[Optional[str], List[str]]:
     """(version, Requires-Dist values) of ``dist`` installed in ``site``; (None, []) if absent."""
-    pat = re.sub(r"[-_.]+", "[-_.]", dist)
-    for info in sorted(glob.glob(os.path.join(glob.escape(site), "*.dist-info"))):
-        m = re.match(r"^(.+)-([^-]+)\.dist-info$", os.path.basename(info))
-        if not m or not re.fullmatch(pat, m.group(1), re.I):
-            continue
+    for info in _info_dirs(site, dist):
+        version = os.path.basename(info)[: -len(".dist-info")].rsplit("-", 1)[1]
         try:
             with open(os.path.join(info, "METADATA"), encoding="utf-8", errors="replace") as fh:
                 text = fh.read(MAX_METADATA)
         except OSError:
-            return m.group(2), []
+            return version, []
         head = text.split("\n\n", 1)[0]
-        return m.group(2), [ln[len("Requires-Dist:"):].strip() for ln in head.splitlines() if ln.startswith("Requires-Dist:")]
+        return version, [ln[len("Requires-Dist:"):].strip() for ln in head.splitlines() if ln.startswith("Requires-Dist:")]
     return None, []
 
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 from cudafix.knowledge import compat
 from cudafix.model.snapshot import Snapshot
 from cudafix.rules._torchfit import _fits, _gpu_cc
-from cudafix.rules._util import compat_driver, gpu_label, major_minor
+from cudafix.rules._util import gpu_label
 
 # Packages built and released with torch (one CUDA variant per torch build).
 TORCH_COMPANIONS = ("torchvision", "torchaudio")
@@ -22,9 +22,7 @@ TORCH_COMPANIONS = ("torchvision", "torchaudio")
 def torch_fails_on(snap: Snapshot) -> Dict[int, str]:
     """GPU index -> the torch finding that already says torch cannot run there (driver-too-old:
     the driver cannot run torch's CUDA runtime; arch-unsupported: no code for it)."""
-    t = snap.primary_torch
-    tmm = major_minor(t.cuda) if t is not None and t.cuda else None
-    if tmm is not None and compat.runtime(compat_driver(snap), tmm[0] * 1000 + tmm[1] * 10).fails:
+    if compat.runtime(compat.driver_of(snap), compat.torch_cuda(snap)).fails:
         return {g.index: "driver-too-old" for g in snap.visible_gpus()}
     _t, _covs, fits, _blocked = _fits(snap)
     return {f.gpu.index: "arch-unsupported" for f in fits if f.kind == "none"}
@@ -37,7 +35,7 @@ def companion_evidence(snap: Snapshot, rule: str) -> List[str]:
     fails = {i for i, r in torch_fails_on(snap).items() if r == rule}
     if not fails:
         return []
-    drv = compat_driver(snap)
+    drv = compat.driver_of(snap)
     groups: Dict[str, List] = {}
     for m in snap.extensions.modules:
         if m.package in TORCH_COMPANIONS and (m.sass or m.ptx):

@@ -17,7 +17,7 @@ from cudafix.knowledge import torch_builds as tb
 from cudafix.model import cuda as cudaver
 from cudafix.model.record import record
 from cudafix.model.snapshot import GPU, Snapshot, TorchBuild
-from cudafix.rules._util import base_version, compat_driver, major_minor, ptx_jit_disabled, torch_label
+from cudafix.rules._util import base_version, major_minor, ptx_jit_disabled, torch_label
 
 @record
 class Coverage:
@@ -82,7 +82,7 @@ def _ptx_blocked(snap: Snapshot, t: TorchBuild) -> Optional[str]:
     if tmm is None:
         return None
     isa = compat.toolkit_isa(tmm[0] * 1000 + tmm[1] * 10)
-    a = compat.ptx_jit(compat_driver(snap), "torch's PTX", isa)
+    a = compat.ptx_jit(compat.driver_of(snap), "torch's PTX", isa)
     if a.fails:
         return "%s (CUDA %d.%d writes PTX ISA %s): %s" % (a.why.split(":", 1)[0], tmm[0], tmm[1], isa, a.why.split(": ", 1)[-1])
     return None

@@ -137,13 +137,6 @@ def driver_version(snap: Snapshot) -> Optional[str]:
     return snap.driver.kernel_version or snap.driver.libcuda_version
 
 
-def compat_driver(snap: Snapshot):
-    """The driver as the compatibility model (cudafix.knowledge.compat) takes it."""
-    from cudafix.knowledge import compat
-
-    return compat.driver_of(snap)
-
-
 def ptx_jit_disabled(snap: Snapshot) -> Optional[str]:
     """Why the driver's PTX JIT is off in this environment (CUDA_DISABLE_PTX_JIT, CUDA_DISABLE_JIT), or None."""
     for name in ("CUDA_DISABLE_PTX_JIT", "CUDA_DISABLE_JIT"):

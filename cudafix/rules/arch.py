@@ -96,13 +96,9 @@ def check_arch_unsupported(snap: Snapshot) -> Iterable[Outcome]:
             summary += "; " + notes[0]
         out.append(problem(
             "%s has no compatible kernels in %s: CUDA error: no kernel image is available for execution on the device" % (label, torch_label(t)),
-            ev + _companions(snap), fix=Fix(summary=summary, commands=cmds), subject="GPU%d" % f.gpu.index,
+            ev + _companions_mod.companion_evidence(snap, "arch-unsupported"), fix=Fix(summary=summary, commands=cmds), subject="GPU%d" % f.gpu.index,
         ))
     return out
-
-
-def _companions(snap: Snapshot) -> List[str]:
-    return _companions_mod.companion_evidence(snap, "arch-unsupported")
 
 
 # -- arch-ptx-jit / JIT cache --------------------------------------------------------------

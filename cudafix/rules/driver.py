@@ -16,7 +16,6 @@ from cudafix.knowledge import compat, cuda_driver
 from cudafix.rules import extensions as rext
 from cudafix.rules import gpu_driver
 from cudafix.rules._util import (
-    compat_driver,
     driver_cuda_int,
     driver_version,
     gpu_label,
@@ -202,7 +201,7 @@ def _driver_vs_torch(snap: Snapshot) -> Tuple[Optional[str], object]:
         if nvidia_hardware(snap) is False:
             return "nogpu", hardware_evidence(snap)
         return "unknown", "no driver found (see no-driver)"
-    answer = compat.runtime(compat_driver(snap), tmm[0] * 1000 + tmm[1] * 10)
+    answer = compat.runtime(compat.driver_of(snap), tmm[0] * 1000 + tmm[1] * 10)
     if dcuda is None or answer.state == compat.UNKNOWN:
         return "unknown", answer.why if dcuda is not None else (
             "the driver's CUDA version is unknown (driver %s; no cuDriverGetVersion and branch not in the table)" % (dv or "?"))

@@ -17,9 +17,10 @@ from cudafix.model.findings import ERROR, PROBLEM, WARNING, Outcome, Rule
 from cudafix.model.fixes import Fix
 from cudafix.model.snapshot import GPU, ExtensionModule, Snapshot
 from cudafix.rules import _extload
+from cudafix.rules._companions import TORCH_COMPANIONS, torch_fails_on
 from cudafix.rules.torch import check_torchvision
 from cudafix.knowledge import compat
-from cudafix.rules._util import compat_driver, fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, ptx_jit_disabled, unique, unknown
+from cudafix.rules._util import fmt_bytes, gpu_label, major_minor, no_nvidia, ok, problem, ptx_jit_disabled, unique, unknown
 from cudafix.model import cuda as cudaver
 
 CPP_EXT_DOC = "https://pytorch.org/docs/stable/cpp_extension.html"
@@ -116,12 +117,6 @@ _WANT = {
 }
 
 
-def _torch_companions() -> "Tuple[str, ...]":
-    from cudafix.rules._companions import TORCH_COMPANIONS
-
-    return TORCH_COMPANIONS
-
-
 def _by_package(mods: Iterable[ExtensionModule]) -> "Dict[str, List[ExtensionModule]]":
     """One cause, one finding: the files of one package (or one unowned file) together."""
     groups: "Dict[str, List[ExtensionModule]]" = {}
@@ -132,13 +127,6 @@ def _by_package(mods: Iterable[ExtensionModule]) -> "Dict[str, List[ExtensionMod
 
 def _files(group: List[ExtensionModule]) -> str:
     return "%d files" % len(group) if len(group) > 1 else _name(group[0])
-
-
-def _torch_fails_on(snap: Snapshot) -> "Dict[int, str]":
-    """GPU index -> the torch finding that already says torch cannot run there (rules/arch.py)."""
-    from cudafix.rules._companions import torch_fails_on
-
-    return torch_fails_on(snap)
 
 
 def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
@@ -155,36 +143,28 @@ def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
     gpus = _gpus(snap)
     if not gpus:
         return [_no_gpu(snap, subject)]
-    drv = compat_driver(snap)
+    drv = compat.driver_of(snap)
     jit_off = ptx_jit_disabled(snap)
     out: List[Outcome] = []
     for _key, group in _by_package(mods).items():
-        hits: List[Tuple[ExtensionModule, GPU, str, compat.Answer]] = []
+        answers: List[Tuple[ExtensionModule, GPU, str, compat.Answer]] = []
         for m in group:
             if "device_code" in m.unknown:
                 out.append(unknown("%s: device code unreadable" % _name(m), m.unknown["device_code"], subject=_name(m)))
                 continue
+            answers += [(m, g, cc, compat.device_code(drv, cc, m.sass, m.ptx, m.ptx_isa, bool(jit_off))) for g, cc in gpus if cc]
             undecided = [g for g, cc in gpus if cc is None]
-            for g, cc in gpus:
-                if cc is None:
-                    continue
-                a = compat.device_code(drv, cc, m.sass, m.ptx, m.ptx_isa, bool(jit_off))
-                if a.how in _WANT[want]:
-                    hits.append((m, g, cc, a))
-            if undecided and not any(h[0] is m for h in hits):
+            if undecided and not any(x[0] is m and x[3].how in _WANT[want] for x in answers):
                 out.append(unknown("%s: compute capability of %s unknown" % (_name(m), ", ".join(g.name for g in undecided)), subject=_name(m)))
+        hits = [x for x in answers if x[3].how in _WANT[want]]
+        # PTX whose ISA was not read (an older snapshot): the stall is certain, a JIT failure unknown
+        unread = [x for x in answers if x[3].how == compat.PTX_JIT and x[3].state == compat.UNKNOWN]
         first = group[0]
-        unread = [h for h in hits if h[3].state == compat.UNKNOWN] if want == "ptx" else []
-        if want == "unsupported":
-            # The PTX a GPU needs, its ISA not read (an older snapshot): whether the driver can JIT it is unknown.
-            unread = [(m, g, cc, a) for m in group for g, cc in gpus if cc and "device_code" not in m.unknown
-                      for a in [compat.device_code(drv, cc, m.sass, m.ptx, m.ptx_isa, bool(jit_off))]
-                      if a.how == compat.PTX_JIT and a.state == compat.UNKNOWN]
-            if not hits and unread:
-                m, _g, _cc, a = unread[0]
-                out.append(unknown("%s (%s): whether the driver can JIT its PTX is unknown: %s" % (_pkg(m), _files(group), a.why),
-                                   _code_text(m), subject=_name(m)))
-                continue
+        if want == "unsupported" and not hits and unread:
+            m, _g, _cc, a = unread[0]
+            out.append(unknown("%s (%s): whether the driver can JIT its PTX is unknown: %s" % (_pkg(m), _files(group), a.why),
+                               _code_text(m), subject=_name(m)))
+            continue
         if not hits:
             out.append(ok("%s (%s): %s" % (_pkg(first), _files(group), "code for every visible GPU" if want == "none" else (
                 "no PTX JIT needed" if want == "ptx" else "no PTX newer than the driver is needed")), subject=_name(first)))
@@ -194,8 +174,8 @@ def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
             if m not in hit_mods:
                 hit_mods.append(m)
         lead = hit_mods[0]
-        if lead.package in _torch_companions():
-            torch_fails = _torch_fails_on(snap)
+        if lead.package in TORCH_COMPANIONS:
+            torch_fails = torch_fails_on(snap)
             if all(g.index in torch_fails for _m, g, _cc, _a in hits):
                 rule = torch_fails[hits[0][1].index]
                 out.append(ok("%s (%s): fails or stalls where torch itself cannot run; one cause, reported by %s" % (
@@ -221,7 +201,7 @@ def _per_gpu(snap: Snapshot, want: str) -> Iterable[Outcome]:
             entries = {(m.path, a.entry or "") for m, _g, _cc, a in hits}
             sized = all(e in m.ptx_bytes for m in hit_mods for (p, e) in entries if p == m.path)
             size = sum(m.ptx_bytes.get(e, 0) for m in hit_mods for (p, e) in entries if p == m.path) if sized else None
-            if unread:
+            if any(x in unread for x in hits):
                 ev.append("the PTX ISA version was not read (a snapshot taken before cudafix read it): should it be newer than the "
                           "driver's CUDA, loading fails with '%s' instead (ext-ptx-unsupported)" % compat.ERRORS[compat.UNSUPPORTED_PTX])
             ev.append("%s: no SASS of its major; the driver JIT-compiles the PTX (%s) at the module's first load, "
@@ -295,7 +275,7 @@ def _static_runtime(snap: Snapshot, group: List[ExtensionModule]) -> List[Outcom
     """Modules of one package with their own static CUDA runtime load no second libcudart; the
     compatibility model says whether the driver runs that runtime (natively, under minor-version
     compatibility, or not: cudaErrorInsufficientDriver, RUNTIME_ERRORS_DOC)."""
-    drv = compat_driver(snap)
+    drv = compat.driver_of(snap)
     out: List[Outcome] = []
     undecided = [m for m in group if not m.cudart_version]
     for m in undecided:
@@ -316,7 +296,7 @@ def _static_runtime(snap: Snapshot, group: List[ExtensionModule]) -> List[Outcom
     elif a.runs:
         out.append(ok("%s (%s): its own static CUDA %s runtime (no second libcudart loaded) runs %s" % (
             _pkg(m), files, label, "natively" if a.how == compat.NATIVE else "under " + a.how), "; ".join(ev), subject=_name(m)))
-    elif _torch_fails_on_driver(snap, drv):
+    elif compat.runtime(drv, compat.torch_cuda(snap)).fails:
         # One cause, one finding: the driver is too old for torch as well; driver-too-old names it
         # and lists this package as evidence.
         out.append(ok("%s (%s): its static CUDA %s runtime fails on this driver too; one cause, reported by driver-too-old" % (
@@ -327,24 +307,12 @@ def _static_runtime(snap: Snapshot, group: List[ExtensionModule]) -> List[Outcom
     return out
 
 
-def _torch_fails_on_driver(snap: Snapshot, drv) -> bool:
-    from cudafix.model import versions
-
-    t = snap.primary_torch
-    if t is None or not t.cuda:
-        return False
-    rel = versions.release(t.cuda)
-    if len(rel) < 2:
-        return False
-    return compat.runtime(drv, rel[0] * 1000 + rel[1] * 10).fails
-
-
 def driver_failures(snap: Snapshot) -> List[str]:
     """Evidence for driver-too-old: the extension modules whose own static CUDA runtime the same
     driver cannot run either (their findings are this one cause, not more errors)."""
     if not snap.extensions.scanned:
         return []
-    drv = compat_driver(snap)
+    drv = compat.driver_of(snap)
     out: List[str] = []
     for _key, group in _by_package(m for m in _mods(snap) if m.cudart_linkage == "static" and m.cudart_version).items():
         m = max(group, key=lambda x: x.cudart_version or 0)

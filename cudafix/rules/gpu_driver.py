@@ -8,7 +8,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable, List, Optional
+    from typing import Iterable, List, Optional, Tuple
 
 from cudafix.knowledge import arch_drivers as ad
 from cudafix.knowledge import cuda_driver
@@ -27,6 +27,17 @@ def _driver_fix(rows: List[ad.ArchDrivers], too_new: bool) -> Fix:
     need = max(rows, key=lambda r: r.min_branch or 0)
     return Fix(summary="upgrade the NVIDIA driver to branch R%d or newer (e.g. >= %s, the minimum of CUDA %s, the first toolkit for %s)" % (
         need.min_branch, need.min_driver, need.first_cuda, need.arch))
+
+
+def _arch_row(g) -> "Tuple[Optional[str], Optional[ad.ArchDrivers]]":
+    """(compute capability "X.Y", its architecture's driver row): the GPU's own value, else the
+    product table's (cited per row) for a name-only GPU (/proc/driver/nvidia/gpus)."""
+    cc_text = g.compute_capability or gpu_table.compute_capability(g.name)
+    mm = major_minor(cc_text) if cc_text else None
+    if mm is None:
+        return None, None
+    cc = "%d.%d" % mm
+    return cc, ad.row_for_cc(cc)
 
 
 def check_driver_gpu(snap: Snapshot) -> Iterable[Outcome]:
@@ -67,13 +78,10 @@ def check_driver_gpu(snap: Snapshot) -> Iterable[Outcome]:
     for g in gpus:
         # /proc/driver/nvidia/gpus (the hook's probe, no NVML) names the GPU but gives no compute
         # capability: the product table (knowledge.gpus, cited per row) fills it from the name.
-        cc_text = g.compute_capability or gpu_table.compute_capability(g.name)
-        mm = major_minor(cc_text) if cc_text else None
-        if mm is None:
+        cc, row = _arch_row(g)
+        if cc is None:
             out.append(unknown("%s: compute capability unknown, so its architecture is unknown" % gpu_label(g), subject="GPU%d" % g.index))
             continue
-        cc = "%d.%d" % mm
-        row = ad.row_for_cc(cc)
         if row is None:
             out.append(unknown("%s: compute capability %s is not in cudafix's architecture/driver table" % (gpu_label(g), cc), subject="GPU%d" % g.index))
             continue
@@ -107,18 +115,15 @@ def _torch_too(snap: Snapshot) -> List[str]:
     """torch's CUDA runtime on this driver, when it fails here too (one cause: driver-too-old
     leaves it to this finding when the upgrade the GPU needs runs torch)."""
     from cudafix.knowledge import compat
-    from cudafix.model import versions
+    from cudafix.model import cuda as cudaver
 
-    t = snap.primary_torch
-    rel = versions.release(t.cuda) if t is not None and t.cuda else ()
-    if len(rel) < 2:
-        return []
-    a = compat.runtime(compat.driver_of(snap), rel[0] * 1000 + rel[1] * 10)
+    cuda = compat.torch_cuda(snap)
+    a = compat.runtime(compat.driver_of(snap), cuda)
     need = upgrade_cuda(snap)
-    if not a.fails or need is None or not compat.runtime(compat.Driver(need), rel[0] * 1000 + rel[1] * 10).runs:
+    if not a.fails or need is None or not compat.runtime(compat.Driver(need), cuda).runs:
         return []
-    return ["torch %s (CUDA %d.%d) fails on this driver as well (%s); the upgrade this GPU needs covers it" % (
-        t.full_version, rel[0], rel[1], a.why)]
+    return ["torch %s (CUDA %s) fails on this driver as well (%s); the upgrade this GPU needs covers it" % (
+        snap.primary_torch.full_version, cudaver.version_text(cuda or 0), a.why)]
 
 
 def upgrade_cuda(snap: Snapshot) -> Optional[int]:
@@ -132,9 +137,7 @@ def upgrade_cuda(snap: Snapshot) -> Optional[int]:
     branch = cuda_driver.driver_branch(dv)
     need = None
     for g in snap.gpus.gpus:
-        cc_text = g.compute_capability or gpu_table.compute_capability(g.name)
-        mm = major_minor(cc_text) if cc_text else None
-        row = ad.row_for_cc("%d.%d" % mm) if mm else None
+        _cc, row = _arch_row(g)
         if row is not None and ad.drives(row, branch) is False and not (row.last_branch is not None and branch > row.last_branch):
             need = max(need or 0, cudaver.version_int(row.first_cuda))
     return need
