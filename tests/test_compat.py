@@ -89,6 +89,7 @@ def test_toolkit_isa_is_the_table_inverted():
     assert compat.toolkit_isa(12060) == "8.5"
     assert compat.toolkit_isa(13020) == "9.2"
     assert compat.toolkit_isa(11080) == "7.8"
+    assert compat.toolkit_isa(13060) is None  # newer than the table: unknown, not 9.5
 
 
 def test_minor_compat_does_not_lift_the_ptx_limit():

@@ -161,8 +161,8 @@ PTX_ISA_TABLE: "Tuple[Tuple[Tuple[int, int], int], ...]" = (
     ((8, 0), 12000), ((8, 1), 12010), ((8, 2), 12020), ((8, 3), 12030), ((8, 4), 12040),
     ((8, 5), 12050), ((8, 6), 12070), ((8, 7), 12080), ((8, 8), 12090),
     ((9, 0), 13000), ((9, 1), 13010),
-    # 9.2 and 9.5: the `.version` NVIDIA's nvcc 13.2.86 and 13.5.37 wheels write (docs/compat.md,
-    # tests/test_fatbin.py); 9.3 / 9.4 follow the same one-to-one 13.x pattern.
+    # 9.2 ... 9.5: the `.version` NVIDIA's nvcc wheels write, 13.2.86 / 13.3.73 / 13.4.92 / 13.5.37
+    # (`nvcc -ptx`, 2026-12-06; 9.2 and 9.5 also read back from their fatbins: docs/compat.md).
     ((9, 2), 13020), ((9, 3), 13030), ((9, 4), 13040), ((9, 5), 13050),
 )
 
@@ -187,9 +187,12 @@ def isa_min_cuda(isa: str) -> Optional[int]:
 
 def toolkit_isa(cuda: int) -> Optional[str]:
     """The PTX ISA a CUDA toolkit writes (the newest the table maps to that release or older)."""
+    same = [(k, c) for k, c in PTX_ISA_TABLE if c // 1000 == cuda // 1000]
+    if not same or cuda > max(c for _k, c in same):
+        return None  # a release newer than the table: its ISA is not known (never guessed low)
     best = None
-    for k, c in PTX_ISA_TABLE:
-        if c <= cuda and (c // 1000) == cuda // 1000:
+    for k, c in same:
+        if c <= cuda:
             best = k
     return None if best is None else "%d.%d" % best
 
