@@ -11,12 +11,15 @@ ppc64le); others answer ``None`` (unknown).  Never raises out of the public func
 
 from __future__ import annotations
 
+import array
+import itertools
 import os
 import struct
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, List, Optional, Sequence, Set, Tuple
+    from typing import Callable, Dict, List, Optional, Pattern, Sequence, Set, Tuple
 
 from cudafix.model.record import record
 from cudafix.probes.elf import ElfError, ElfFile, open_regular, read_elf
@@ -27,6 +30,7 @@ SHN_UNDEF = 0
 STB_WEAK = 2
 MAX_DYNSYM_BYTES = 64 << 20
 MAX_EXT_STRTAB = 32 << 20  # an extension's own .dynstr is read whole (torchvision's: ~300 KB)
+NO_VERSION = (None, None)
 
 
 @record
@@ -53,10 +57,15 @@ def needed_symbols(path: str) -> Tuple[Optional[NeededSymbols], str]:
     return NeededSymbols([n for n, w, _v, _f in got if not w], [n for n, w, _v, _f in got if w]), ""
 
 
-def imports(path: str) -> Tuple[Optional[List[Tuple[str, bool, Optional[str], Optional[str]]]], str]:
+def imports(path: str, files: Optional[Callable[[str], bool]] = None, unversioned: Optional[Pattern[bytes]] = None
+            ) -> Tuple[Optional[List[Tuple[str, bool, Optional[str], Optional[str]]]], str]:
     """(name, weak, version, file) of each undefined dynamic symbol in binding order; version and
     file from the symbol's ``.gnu.version`` index into ``.gnu.version_r`` (e.g.
-    ``__nvJitLinkAddData_12_1``, "libnvJitLink.so.12", "libnvJitLink.so.12"), None when unversioned."""
+    ``__nvJitLinkAddData_12_1``, "libnvJitLink.so.12", "libnvJitLink.so.12"), None when unversioned.
+
+    ``files`` / ``unversioned``: only the symbols whose version's file ``files`` accepts, and the
+    unversioned ones whose name ``unversioned`` matches (None: none of them) -- chosen before any
+    name is decoded: libtorch_cpu.so imports ~70,000 symbols, torch's import needs a few hundred."""
     elf, reason = read_elf(path, with_dynamic=False)
     if elf is None:
         return None, reason or "unreadable"
@@ -65,7 +74,7 @@ def imports(path: str) -> Tuple[Optional[List[Tuple[str, bool, Optional[str], Op
     dynsym = elf.sections.get(".dynsym")
     dynstr = elf.sections.get(".dynstr")
     if dynsym is None or dynstr is None:
-        return NeededSymbols([], []), ""
+        return [], ""
     if dynsym.size > MAX_DYNSYM_BYTES or dynstr.size > MAX_EXT_STRTAB:
         return None, "implausibly large dynamic symbol table"
     try:
@@ -75,34 +84,51 @@ def imports(path: str) -> Tuple[Optional[List[Tuple[str, bool, Optional[str], Op
     try:
         syms = _pread(fd, dynsym.offset, dynsym.size)
         strs = _pread(fd, dynstr.offset, dynstr.size)
-        order: List[int] = []
+        rels = []
         for sec_name in (".rela.dyn", ".rela.plt"):
             sec = elf.sections.get(sec_name)
-            if sec is None or sec.size > MAX_DYNSYM_BYTES:
-                continue
-            rel = _pread(fd, sec.offset, sec.size)
-            rel = rel[: len(rel) - len(rel) % RELA_SIZE]
-            order.extend(info >> 32 for _off, info, _add in struct.iter_unpack("<QQq", rel) if info >> 32)
+            if sec is not None and sec.size <= MAX_DYNSYM_BYTES:
+                rel = _pread(fd, sec.offset, sec.size)
+                rels.append(rel[: len(rel) - len(rel) % RELA_SIZE])
     except (OSError, ValueError) as exc:
         return None, "cannot read dynamic symbols: %s" % exc
     finally:
         os.close(fd)
     syms = syms[: len(syms) - len(syms) % SYM_SIZE]
-    undefined: Dict[int, Tuple[str, bool]] = {}
-    for i, (st_name, st_info, _other, st_shndx, _value, _size) in enumerate(struct.iter_unpack("<IBBHQQ", syms)):
-        if st_shndx != SHN_UNDEF or not st_name:
-            continue
-        end = strs.find(b"\0", st_name)
-        name = strs[st_name:end if end >= 0 else len(strs)].decode("utf-8", "surrogateescape")
-        undefined[i] = (name, (st_info >> 4) == STB_WEAK)
-    seen: Set[int] = set()
-    ordered: List[int] = []
-    for idx in order + sorted(undefined):
-        if idx in undefined and idx not in seen:
-            seen.add(idx)
-            ordered.append(idx)
-    versions = _needed_versions(path, elf, strs, len(syms) // SYM_SIZE)
-    return [(undefined[i][0], undefined[i][1]) + versions.get(i, (None, None)) for i in ordered], ""
+    nsyms = len(syms) // SYM_SIZE
+    # Columns of the Elf64_Sym array, sliced in C: st_name (u32 0 of 6), st_shndx (u16 3 of 12).
+    st_name = _column("I", syms, 0, 6)
+    shndx = _column("H", syms, 3, 12)
+    undefined = [i for i in itertools.compress(range(nsyms), map(SHN_UNDEF.__eq__, shndx)) if st_name[i]]
+    versions = _needed_versions(path, elf, strs, nsyms)
+    if files is not None or unversioned is not None:
+        keep_file = {f: bool(files and files(f)) for _v, f in set(versions.values()) if f}
+        undefined = [i for i in undefined
+                     if (keep_file[versions[i][1]] if versions.get(i, NO_VERSION)[1]
+                         else unversioned is not None and unversioned.match(strs, st_name[i]) is not None)]
+    wanted = set(undefined)
+    # binding order: .rela.dyn, then .rela.plt (r_info's high half: u32 3 of 6), then the rest
+    order: List[int] = []
+    for rel in rels:
+        order.extend(i for i in dict.fromkeys(_column("I", rel, 3, 6)) if i in wanted)
+    ordered = list(dict.fromkeys(order + undefined))
+    out = []
+    for i in ordered:
+        off = st_name[i]
+        end = strs.find(b"\0", off)
+        name = strs[off:end if end >= 0 else len(strs)].decode("utf-8", "surrogateescape")
+        weak = (syms[i * SYM_SIZE + 4] >> 4) == STB_WEAK
+        out.append((name, weak) + versions.get(i, NO_VERSION))
+    return out, ""
+
+
+def _column(typecode: str, data: bytes, start: int, step: int) -> "array.array":
+    """One field of an array of fixed-size little-endian records: every ``step``-th item from ``start``."""
+    arr = array.array(typecode)
+    arr.frombytes(data[: len(data) - len(data) % arr.itemsize])
+    if sys.byteorder != "little":
+        arr.byteswap()
+    return arr[start::step]
 
 
 def _needed_versions(path: str, elf: ElfFile, strs: bytes, nsyms: int) -> Dict[int, Tuple[Optional[str], Optional[str]]]:
@@ -145,10 +171,12 @@ def _needed_versions(path: str, elf: ElfFile, strs: bytes, nsyms: int) -> Dict[i
     except struct.error:
         return {}
     out: Dict[int, Tuple[Optional[str], Optional[str]]] = {}
-    for i, (v,) in enumerate(struct.iter_unpack("<H", versym[: len(versym) - len(versym) % 2])):
-        hit = names.get(v & 0x7FFF)
-        if hit is not None:
-            out[i] = hit
+    if not names:
+        return out
+    col = _column("H", versym, 0, 1)
+    named = set(names) | {v | 0x8000 for v in names}  # with the hidden bit
+    for i in itertools.compress(range(len(col)), map(named.__contains__, col)):  # selected in C
+        out[i] = names[col[i] & 0x7FFF]
     return out
 
 

@@ -14,18 +14,16 @@ import glob
 import json
 import os
 import sys
-import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from cudafix import __version__
 from cudafix.model.snapshot import LibraryInfo, LibraryResolution
 from cudafix.probes.elf import split_path_list
 from cudafix.probes.ldcache import LD_SO_CACHE  # noqa: F401 (tests: the file a recorded run depends on)
 from cudafix.probes.libversions import WheelRecords
-from cudafix.probes.loaderfs import REAL, FileSystem, RecordingFileSystem
+from cudafix.probes.loaderfs import REAL, FileSystem, cached_run, code_version
 from cudafix.probes.loadersim import (
     MAX_SEARCH_DIRS,
     LoaderSim,
@@ -184,37 +182,23 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
 
 # -- result cache ----------------------------------------------------------------------------
 #
-# The simulation stats ~3,000 candidate paths (70-100 ms); its answer changes only when the
-# inputs below change, so `status` keeps it in cache_dir (cudafix.store.cachefile's rules:
-# owned JSON file, atomic write, anything odd ignored).
-#
-# file  versioned by the format, cudafix's version and the stat of the modules that implement
-#       the simulation (other code: the whole file is ignored and rewritten);
-# key   everything the probe takes besides the filesystem: the torch dir, the executable, the
-#       preloaded list, every LD_* variable (the simulation reads LD_LIBRARY_PATH), the machine;
-# deps  every filesystem fact the cold run used, recorded by a loaderfs.RecordingFileSystem: each
-#       path it tested, stat'ed, resolved, parsed or opened (stat_sig, or "absent" plus the stat
-#       of the nearest existing parent directory, whose mtime changes when an entry appears there;
-#       a dangling symlink is kept itself: its target may appear elsewhere), each directory it
-#       globbed, /etc/ld.so.cache, the dirs default_lib_token() looks at, and the cwd when an
-#       empty search-path entry made the cwd a search directory.
-# A hit needs the same key and every dep re-stat'ing the same; else the probe runs again.
-# A result is not stored while an input is younger than cachefile.RACY_NS (coarse mtimes).
-# Known limit: a symlink chain re-pointed to another hard link of the very same inode keeps
-# every stat equal (the realpath string could then be stale).
+# The simulation stats ~3,000 candidate paths; its answer changes only when its inputs change, so
+# `status` keeps it by what it read (loaderfs.cached_run).  The key: the torch dir, the
+# executable, the preloaded list, every LD_* variable (the simulation reads LD_LIBRARY_PATH), the
+# machine; the deps include /etc/ld.so.cache and the dirs default_lib_token() looks at.
 
 LIB_CACHE_FILE = "libraries-cache.json"
-LIB_CACHE_VERSION = 2  # 2: the simulation reads through loaderfs
+LIB_CACHE_VERSION = 3  # 3: loaderfs.cached_run
 LIB_CACHE_MAX_ENTRIES = 8
-CACHE_CODE = ("probes/libraries.py", "probes/loadersim.py", "probes/loaderfs.py", "probes/libversions.py",
-              "probes/elf.py", "probes/ldcache.py", "store/cachefile.py", "model/snapshot.py")
 
 
 def _cache_version() -> list:
-    """The file's version: the format, cudafix's version and the stat of the code that computes
-    and shapes the result (a file written by other code is dropped whole, stale entries with it)."""
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return [LIB_CACHE_VERSION, __version__, [cachefile.stat_sig(os.path.join(pkg, m)) for m in CACHE_CODE]]
+    """The file's version (loaderfs.code_version): the code that computes and shapes the result."""
+    from cudafix.probes import elf, ldcache, loaderfs, loadersim, libversions
+    from cudafix.model import snapshot
+
+    return code_version(LIB_CACHE_VERSION, (sys.modules[__name__], loadersim, loaderfs, libversions, elf, ldcache,
+                                            cachefile, snapshot))
 
 
 def _cache_key(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str], preloaded: Sequence[str]) -> str:
@@ -274,30 +258,9 @@ def _probe_cached(torch_package_dir: str, env: Mapping[str, str], executable: Op
     key = _cache_key(torch_package_dir, env, executable, preloaded)
     if root != "/":  # another tree is another machine (the default key stays as it was)
         key = json.dumps([key, root, list(keep)])
-    version = _cache_version()
-    entries = cachefile.load(cache_dir, LIB_CACHE_FILE, version)
-    ent = entries.get(key)
-    if isinstance(ent, dict):
-        cwd = ent.get("cwd")
-        try:
-            same_cwd = cwd is None or cwd == os.getcwd()
-        except OSError:
-            same_cwd = False
-        if same_cwd and cachefile.sigs_unchanged(ent.get("deps")):
-            hit = _info_from_cache(ent.get("result"))
-            if hit is not None:
-                return hit
-    started = time.time_ns()
-    rec = RecordingFileSystem(root, keep)
-    info = _probe(torch_package_dir, env, executable, preloaded, fs=rec)
-    if cachefile.racy(rec.sigs.values(), started):
-        return info  # an input changed moments ago: recorded mtimes may not show the next change
-    entries.pop(key, None)
-    entries[key] = {"cwd": rec.cwd, "deps": rec.deps(), "result": dataclasses.asdict(info)}
-    while len(entries) > LIB_CACHE_MAX_ENTRIES:  # insertion order: drop the oldest
-        entries.pop(next(iter(entries)))
-    cachefile.store(cache_dir, LIB_CACHE_FILE, version, entries)
-    return info
+    return cached_run(cache_dir, LIB_CACHE_FILE, _cache_version(), key, root, keep,
+                      lambda fs: _probe(torch_package_dir, env, executable, preloaded, fs=fs),
+                      dataclasses.asdict, _info_from_cache, LIB_CACHE_MAX_ENTRIES)
 
 
 # -- libcuda ---------------------------------------------------------------------------------

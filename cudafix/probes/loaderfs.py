@@ -18,10 +18,14 @@ import glob
 import os
 import re
 import stat
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Dict, IO, List, Optional, Set, Tuple
+    from types import ModuleType
+    from typing import Any, Callable, Dict, IO, List, Optional, Sequence, Set, Tuple, TypeVar
+
+    T = TypeVar("T")
 
 from cudafix.probes.elf import MULTIARCH_TRIPLETS, ElfFile, read_elf
 from cudafix.probes.host import machine_path, open_regular
@@ -170,3 +174,61 @@ class RecordingFileSystem(FileSystem):
 
 
 REAL = FileSystem()
+
+
+# -- a whole answer, kept by what it read -----------------------------------------------------
+#
+# A probe that reads the filesystem only through a FileSystem can keep its whole answer in
+# cache_dir (cudafix.store.cachefile's rules: owned JSON file, atomic write, anything odd ignored):
+# the answer changes only when its key or something it read changes.
+#
+# file  versioned by the format, cudafix's version and the stat of the modules that compute and
+#       shape the answer (:func:`code_version`; other code: the whole file is ignored and rewritten);
+# key   everything the probe takes besides the filesystem (the caller's: a JSON string);
+# deps  every filesystem fact the cold run used, recorded by a RecordingFileSystem: each path it
+#       tested, stat'ed, resolved, parsed, listed or opened (stat_sig, or "absent" plus the stat of
+#       the nearest existing parent directory, whose mtime changes when an entry appears there; a
+#       dangling symlink is kept itself: its target may appear elsewhere), and the cwd when an empty
+#       search-path entry made it a search directory.
+# A hit needs the same key and every dep re-stat'ing the same; else the probe runs again.  An
+# answer is not stored while an input is younger than cachefile.RACY_NS (coarse mtimes).
+# Known limit: a symlink chain re-pointed to another hard link of the very same inode keeps every
+# stat equal (a realpath string could then be stale).
+
+
+def code_version(fmt: int, modules: Sequence[ModuleType]) -> list:
+    """A cache file's version: its format, cudafix's version and the stat of ``modules``' files."""
+    from cudafix import __version__
+
+    return [fmt, __version__, [cachefile.stat_sig(getattr(m, "__file__", None) or "") for m in modules]]
+
+
+def cached_run(cache_dir: str, filename: str, version: Any, key: str, root: str, keep: Tuple[str, ...],
+               compute: Callable[[FileSystem], T], encode: Callable[[T], Any], decode: Callable[[Any], Optional[T]],
+               max_entries: int) -> T:
+    """``compute(fs)``'s answer for ``key``, from ``cache_dir/filename`` where nothing it read has
+    changed (``decode`` of the stored form; None: malformed, compute again), else computed through
+    a RecordingFileSystem and stored (``encode``), the oldest entries dropped past ``max_entries``."""
+    entries = cachefile.load(cache_dir, filename, version)
+    ent = entries.get(key)
+    if isinstance(ent, dict):
+        cwd = ent.get("cwd")
+        try:
+            same_cwd = cwd is None or cwd == os.getcwd()
+        except OSError:
+            same_cwd = False
+        if same_cwd and cachefile.sigs_unchanged(ent.get("deps")):
+            hit = decode(ent.get("result"))
+            if hit is not None:
+                return hit
+    started = time.time_ns()
+    rec = RecordingFileSystem(root, keep)
+    result = compute(rec)
+    if cachefile.racy(rec.sigs.values(), started):
+        return result  # an input changed moments ago: recorded mtimes may not show the next change
+    entries.pop(key, None)
+    entries[key] = {"cwd": rec.cwd, "deps": rec.deps(), "result": encode(result)}
+    while len(entries) > max_entries:  # insertion order: drop the oldest
+        entries.pop(next(iter(entries)))
+    cachefile.store(cache_dir, filename, version, entries)
+    return result

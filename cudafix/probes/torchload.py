@@ -26,7 +26,9 @@ requirement, cuda-toolkit's own (evaluated for this Python, extras included).
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import json
 import os
 import re
 import sys
@@ -40,14 +42,14 @@ from cudafix.knowledge.cuda_packages import normalize
 from cudafix.model.install import MISSING, OTHER_MAJOR, TOO_OLD, UNPINNED, InstallBreak, TorchImport
 from cudafix.probes import elfsym
 from cudafix.probes.libversions import WheelRecords
-from cudafix.probes.loaderfs import REAL, FileSystem
+from cudafix.probes.loaderfs import REAL, FileSystem, cached_run, code_version
 from cudafix.probes.loadersim import LoaderSim, _Obj, is_cuda_soname, ld_cache_of
 from cudafix.store import cachefile
 
 TORCH_OWN = re.compile(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
 MAX_INIT_BYTES = 1 << 20
 # unversioned CUDA API names torch's libraries import (torch_wheels.SYMBOL_LIBS' prefixes)
-TORCH_CUDA_API = re.compile(r"^(nccl|cublas|cudnn|cusparse|cufft|curand|cusolver|nvrtc|_?_?nvJitLink|cupti|cuFile|nvshmem)")
+TORCH_CUDA_API_B = re.compile(rb"(?:nccl|cublas|cudnn|cusparse|cufft|curand|cusolver|nvrtc|_?_?nvJitLink|cupti|cuFile|nvshmem)")
 PAIR = re.compile(r"""["'](\w+)["']\s*[:,]\s*["'](lib[\w.*\[\]\-]+)["']""")
 
 
@@ -102,17 +104,17 @@ def read_preloader(init_text: str) -> Preloader:
     return out
 
 
-def _candidates(path: str, folder: str, pattern: str, wide: bool, cuda_major: str) -> List[str]:
+def _candidates(fs: FileSystem, path: str, folder: str, pattern: str, wide: bool, cuda_major: str) -> List[str]:
     """torch's own search in one sys.path entry (``_get_cuda_dep_paths`` / ``_preload_cuda_deps``)."""
     e = glob.escape(path)
     if not wide:
-        if not os.path.exists(os.path.join(path, "nvidia")):
+        if not fs.exists(os.path.join(path, "nvidia")):
             return []
-        return glob.glob(os.path.join(e, "nvidia", folder, "lib", pattern))
-    out = glob.glob(os.path.join(e, "nvidia", folder, "lib", pattern))
+        return fs.glob(os.path.join(e, "nvidia", folder, "lib", pattern))
+    out = fs.glob(os.path.join(e, "nvidia", folder, "lib", pattern))
     if cuda_major:
-        out += glob.glob(os.path.join(e, "nvidia", "cu" + cuda_major, "lib", pattern))
-    return out + glob.glob(os.path.join(e, folder, "lib", pattern))
+        out += fs.glob(os.path.join(e, "nvidia", "cu" + cuda_major, "lib", pattern))
+    return out + fs.glob(os.path.join(e, folder, "lib", pattern))
 
 
 # -- one load --------------------------------------------------------------------------------
@@ -138,7 +140,7 @@ class _Symbols:
     def cuda_imports(self, path: str, torch_own: bool) -> List[Tuple[str, str, str]]:
         """(symbol, version, version's file) of the strong imports a CUDA library must define:
         those with a version need of a CUDA library, and (torch's own libraries) unversioned CUDA
-        API names (TORCH_CUDA_API); in binding order."""
+        API names (TORCH_CUDA_API_B); in binding order."""
         hit = self.memo.get(path)
         if hit is not None:
             return hit
@@ -148,9 +150,8 @@ class _Symbols:
         if isinstance(ent, dict) and ent.get("sig") == sig and isinstance(ent.get("imports"), list):
             got = [tuple(x) for x in ent["imports"] if isinstance(x, list) and len(x) == 3]
         else:
-            parsed, _why = elfsym.imports(path)
-            got = [(n, v or "", f or "") for n, weak, v, f in parsed or ()
-                   if not weak and ((f and is_cuda_soname(f)) or (not f and torch_own and TORCH_CUDA_API.match(n)))]
+            parsed, _why = elfsym.imports(path, files=is_cuda_soname, unversioned=TORCH_CUDA_API_B if torch_own else None)
+            got = [(n, v or "", f or "") for n, weak, v, f in parsed or () if not weak]
             if parsed is not None and sig is not None:
                 self.cache[real] = {"sig": sig, "imports": [list(x) for x in got]}
                 self.dirty = True
@@ -248,30 +249,83 @@ def probe_torch_import(torch_dir: Optional[str], sys_path: Sequence[str], env: M
     if not sys.platform.startswith("linux"):
         out.unknown["import"] = "simulated on Linux only"
         return out
-    syms = _Symbols(cache_dir)
+    def run(fs: FileSystem) -> TorchImport:
+        syms = _Symbols(cache_dir)
+        try:
+            _probe(out, torch_dir, list(sys_path), env, python_version, executable, syms, fs)
+        finally:
+            syms.close()
+        return out
+
     try:
-        fs = REAL if root == "/" else FileSystem(root, keep)  # the machine's loader paths under a probe root
-        _probe(out, torch_dir, list(sys_path), env, python_version, executable, syms, fs)
+        if cache_dir is None:
+            return run(REAL if root == "/" else FileSystem(root, keep))  # the machine's loader paths under a probe root
+        key = json.dumps([torch_dir, list(sys_path), {k: v for k, v in env.items() if k.startswith("LD_")}, python_version,
+                          executable or sys.executable, os.uname().machine, root, list(keep)])
+        return cached_run(cache_dir, RESULT_CACHE, _cache_version(), key, root, keep, run, dataclasses.asdict,
+                          _from_cache, RESULT_CACHE_MAX)
     except Exception as exc:  # the probe contract: unknown with a reason
+        out = TorchImport(probed=True)
         out.unknown["import"] = "simulation failed: %s: %s" % (type(exc).__name__, exc)
-    finally:
-        syms.close()
     return out
 
 
-def _init_text(torch_dir: str) -> str:
+# The whole answer is kept by what the simulation read (loaderfs.cached_run; every read below goes
+# through its FileSystem): a warm `status` re-stats those files instead of binding the symbols again.
+RESULT_CACHE = "torch-import-cache.json"
+RESULT_CACHE_VERSION = 1
+RESULT_CACHE_MAX = 8
+
+
+def _cache_version() -> list:
+    from cudafix.knowledge import torch_wheels as tw
+    from cudafix.model import install
+    from cudafix.probes import elf, ldcache, loaderfs, loadersim, libversions, wheelreqs
+
+    return code_version(RESULT_CACHE_VERSION, (sys.modules[__name__], elfsym, elf, ldcache, loaderfs, loadersim,
+                                               libversions, wheelreqs, tw, install, cachefile))
+
+
+_BREAK_FIELDS = frozenset(f.name for f in dataclasses.fields(InstallBreak))
+
+
+def _from_cache(data: object) -> Optional[TorchImport]:
+    """A stored TorchImport, checked field by field (None: not one; compute again)."""
+    if not isinstance(data, dict) or not isinstance(data.get("breaks"), list) or not isinstance(data.get("probed"), bool):
+        return None
+    breaks = []
+    for b in data["breaks"]:
+        if not isinstance(b, dict) or not set(b) <= _BREAK_FIELDS or \
+                not all(isinstance(v, str) or (k == "installed" and v is None) for k, v in b.items()):
+            return None
+        try:
+            breaks.append(InstallBreak(**b))
+        except TypeError:
+            return None
+    for k in ("found_via", "unknown"):
+        v = data.get(k)
+        if not isinstance(v, dict) or not all(isinstance(a, str) and isinstance(x, str) for a, x in v.items()):
+            return None
+    if not (data.get("error") is None or isinstance(data.get("error"), str)) or \
+            not isinstance(data.get("stage"), str) or not isinstance(data.get("preloader"), str):
+        return None
+    return TorchImport(probed=data["probed"], error=data["error"], stage=data["stage"], preloader=data["preloader"],
+                       breaks=breaks, found_via=dict(data["found_via"]), unknown=dict(data["unknown"]))
+
+
+def _init_text(fs: FileSystem, torch_dir: str) -> str:
     try:
-        with open(os.path.join(torch_dir, "__init__.py"), encoding="utf-8", errors="replace") as fh:
+        with fs.open_text(os.path.join(torch_dir, "__init__.py")) as fh:
             return fh.read(MAX_INIT_BYTES)
-    except OSError:
+    except (OSError, ValueError):
         return ""
 
 
-def _cuda_major(torch_dir: str) -> str:
+def _cuda_major(fs: FileSystem, torch_dir: str) -> str:
     try:
-        with open(os.path.join(torch_dir, "version.py"), encoding="utf-8", errors="replace") as fh:
+        with fs.open_text(os.path.join(torch_dir, "version.py")) as fh:
             m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"](\d+)\.", fh.read(65536), re.M)
-    except OSError:
+    except (OSError, ValueError):
         return ""
     return m.group(1) if m else ""
 
@@ -279,15 +333,15 @@ def _cuda_major(torch_dir: str) -> str:
 def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[str, str], python_version: str,
            executable: Optional[str], syms: _Symbols, fs: FileSystem = REAL) -> None:
     gd = os.path.join(torch_dir, "lib", "libtorch_global_deps.so")
-    cmods = sorted(glob.glob(os.path.join(glob.escape(torch_dir), "_C.*so")))
+    cmods = sorted(fs.glob(os.path.join(glob.escape(torch_dir), "_C.*so")))
     if not cmods:
         out.unknown["import"] = "no torch/_C*.so in %s" % torch_dir
         return
-    pre = read_preloader(_init_text(torch_dir))
+    pre = read_preloader(_init_text(fs, torch_dir))
     style, libs = pre.style, pre.on_error
     out.preloader = style or "none"
     out.found_via["preloader"] = "torch/__init__.py: %s" % pre.describe()
-    cmajor = _cuda_major(torch_dir)
+    cmajor = _cuda_major(fs, torch_dir)
     cache = ld_cache_of(fs)
 
     def new_sim() -> LoaderSim:
@@ -295,7 +349,7 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
 
     def find(folder: str, pattern: str) -> Optional[str]:
         for p in sys_path:
-            hits = _candidates(p, folder, pattern, pre.wide_search, cmajor)
+            hits = _candidates(fs, p, folder, pattern, pre.wide_search, cmajor)
             if hits:
                 return hits[0]
         return None
@@ -303,12 +357,12 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
     # 1. the first error, in torch/__init__.py's order
     sim = new_sim()
     error, stage, failure = None, "", None
-    fail = _load(sim, gd, syms) if os.path.isfile(gd) else None
+    fail = _load(sim, gd, syms) if fs.isfile(gd) else None
     if fail is not None:
         error, stage, failure = "OSError: " + fail[0], "libtorch_global_deps", fail
         names = [pat.split(".", 1)[0] for _f, pat, _r in libs]
         if style == "cublas-cudnn" and "libcublas.so.11" in fail[0]:
-            error, stage, failure = _cublas_cudnn(sim, sys_path, gd, syms, python_version, fail)
+            error, stage, failure = _cublas_cudnn(fs, sim, sys_path, gd, syms, python_version)
         elif style == "list" and any(n in fail[0] for n in names):
             stage = "preload"
             error, failure = None, None
@@ -351,7 +405,7 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
         hit = _undefined(sim, failure[3], syms) if failure[3] is not None else None
         if hit is not None:  # the error's own cause first
             failures.append(("symbol", hit[2].elf.soname or os.path.basename(hit[2].path), hit[0], hit[1], failure[3].path, hit[2].path))
-    for root in ([gd] if os.path.isfile(gd) else []) + [cmods[0]]:
+    for root in ([gd] if fs.isfile(gd) else []) + [cmods[0]]:
         start = len(full.events)
         full.load(root, None, how="root")
         for name, req, res, _via, _why in full.events[start:]:
@@ -364,20 +418,19 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
             failures.append(("symbol", prov.elf.soname or os.path.basename(prov.path), hit[0], hit[1], obj.path, prov.path))
     if failure is not None and failure[3] is None and not failures:  # the 1.13 / ValueError cases: a folder missing
         failures.append(("missing", failure[1], "", "", "", ""))
-    out.breaks = _causes(failures, torch_dir, sys_path, python_version, cmajor, syms.cache_dir)
+    out.breaks = _causes(fs, failures, torch_dir, sys_path, python_version, cmajor, syms.cache_dir)
 
 
-def _cublas_cudnn(sim: LoaderSim, sys_path: List[str], gd: str, syms: _Symbols, python_version: str,
-                  fail: Tuple[str, str, str, Optional[_Obj]]):
+def _cublas_cudnn(fs: FileSystem, sim: LoaderSim, sys_path: List[str], gd: str, syms: _Symbols, python_version: str):
     """torch 1.13's _preload_cuda_deps (see the module docstring)."""
     cublas = cudnn = None
     for path in sys_path:
         nv = os.path.join(path, "nvidia")
-        if not os.path.exists(nv):
+        if not fs.exists(nv):
             continue
         cublas = os.path.join(nv, "cublas", "lib", "libcublas.so.11")
         cudnn = os.path.join(nv, "cudnn", "lib", "libcudnn.so.8")
-        if os.path.exists(cublas) and os.path.exists(cudnn):
+        if fs.exists(cublas) and fs.exists(cudnn):
             break
     if cublas is None or cudnn is None:
         py = tuple(int(x) for x in re.findall(r"\d+", python_version)[:2]) if python_version else (3, 8)
@@ -407,14 +460,14 @@ def _satisfied(spec: str, version: str) -> bool:
         return False
 
 
-def _causes(failures: List[Tuple[str, str, str, str, str, str]], torch_dir: str, sys_path: List[str],
+def _causes(fs: FileSystem, failures: List[Tuple[str, str, str, str, str, str]], torch_dir: str, sys_path: List[str],
             python_version: str, cuda_major: str, cache_dir: Optional[str] = None) -> List[InstallBreak]:
     from cudafix.probes.wheelreqs import Requirements
 
-    reqs = Requirements(torch_dir, sys_path, python_version, cache_dir)
+    reqs = Requirements(torch_dir, sys_path, python_version, cache_dir, fs)
     if not reqs.entries:  # no CUDA wheel requirement (conda's torch, a bundling build): no pip wheel to name
         return []
-    records = WheelRecords()
+    records = WheelRecords(fs)
     out: List[InstallBreak] = []
     seen = set()
     for kind, soname, symbol, version, needed_by, provider in failures:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 from cudafix.knowledge import torch_wheels
 from cudafix.knowledge.cuda_packages import normalize
+from cudafix.probes.loaderfs import REAL, FileSystem
 
 MAX_METADATA = 1 << 20
 # torch's requirements, flattened, kept per torch by the stat of the METADATA files they came from:
@@ -27,24 +28,24 @@ CACHE_VERSION = 1
 CACHE_MAX_ENTRIES = 32
 
 
-def _info_dirs(site: str, *dists: str) -> List[str]:
+def _info_dirs(fs: FileSystem, site: str, *dists: str) -> List[str]:
     """The dist-info directories of ``dists`` in ``site`` (what a cached answer is keyed on)."""
     out = []
-    for info in sorted(glob.glob(os.path.join(glob.escape(site), "*.dist-info"))):
+    for info in sorted(fs.glob(os.path.join(glob.escape(site), "*.dist-info"))):
         m = re.match(r"^(.+)-([^-]+)\.dist-info$", os.path.basename(info))
         if m and any(re.fullmatch(re.sub(r"[-_.]+", "[-_.]", d), m.group(1), re.I) for d in dists):
             out.append(info)
     return out
 
 
-def _metadata(site: str, dist: str) -> Tuple[Optional[str], List[str]]:
+def _metadata(fs: FileSystem, site: str, dist: str) -> Tuple[Optional[str], List[str]]:
     """(version, Requires-Dist values) of ``dist`` installed in ``site``; (None, []) if absent."""
-    for info in _info_dirs(site, dist):
+    for info in _info_dirs(fs, site, dist):
         version = os.path.basename(info)[: -len(".dist-info")].rsplit("-", 1)[1]
         try:
-            with open(os.path.join(info, "METADATA"), encoding="utf-8", errors="replace") as fh:
+            with fs.open_text(os.path.join(info, "METADATA")) as fh:
                 text = fh.read(MAX_METADATA)
-        except OSError:
+        except (OSError, ValueError):
             return version, []
         head = text.split("\n\n", 1)[0]
         return version, [ln[len("Requires-Dist:"):].strip() for ln in head.splitlines() if ln.startswith("Requires-Dist:")]
@@ -54,14 +55,18 @@ def _metadata(site: str, dist: str) -> Tuple[Optional[str], List[str]]:
 class Requirements:
     """torch's CUDA wheel requirements, flattened: (wheel name, pip spec, required by, family, extra)."""
 
-    def __init__(self, torch_dir: str, sys_path: Sequence[str], python_version: str, cache_dir: Optional[str] = None) -> None:
+    def __init__(self, torch_dir: str, sys_path: Sequence[str], python_version: str, cache_dir: Optional[str] = None,
+                 fs: FileSystem = REAL) -> None:
         from cudafix.store import cachefile
 
-        self.sites = [p for p in sys_path if p and os.path.isdir(p)]
+        self.fs = fs
+        self.sites = [p for p in sys_path if p and fs.isdir(p)]
         self._installed: Optional[Dict[str, str]] = None
         site = os.path.dirname(torch_dir)
         key = [python_version] + [[d, cachefile.stat_sig(os.path.join(d, "METADATA"))]
-                                  for d in _info_dirs(site, "torch", "cuda-toolkit")]
+                                  for d in _info_dirs(fs, site, "torch", "cuda-toolkit")]
+        for d in key[1:]:
+            fs.exists(d[0] + "/METADATA")  # a recording FileSystem keeps it (a cached torch import depends on it)
         cache = cachefile.load(cache_dir, CACHE_FILE, CACHE_VERSION) if cache_dir else {}
         hit = cache.get(site)
         if isinstance(hit, dict) and hit.get("key") == key and isinstance(hit.get("entries"), list):
@@ -88,7 +93,7 @@ class Requirements:
         def applies(req: "Requirement", extra: str = "") -> bool:
             return req.marker is None or req.marker.evaluate(dict(env, extra=extra))
 
-        tv, lines = _metadata(site, "torch")
+        tv, lines = _metadata(self.fs, site, "torch")
         for line in lines:
             try:
                 req = Requirement(line)
@@ -101,20 +106,24 @@ class Requirements:
             if fam:
                 self.entries.append((name, "%s%s" % (name, req.specifier), "torch %s" % tv, fam, ""))
             elif name == "cuda-toolkit":
-                cv, ct_lines = _metadata(site, "cuda-toolkit")
+                cv, ct_lines = _metadata(self.fs, site, "cuda-toolkit")
+                subs = []  # cuda-toolkit's CUDA wheel requirements that depend on an extra, each parsed once
+                for ct_line in ct_lines if cv else ():
+                    try:
+                        sub = Requirement(ct_line)
+                    except InvalidRequirement:
+                        continue
+                    sname = normalize(sub.name)
+                    sfam = torch_wheels.wheel_family(sname)
+                    if sfam and sub.marker is not None and not applies(sub, ""):
+                        subs.append((sub, sname, sfam))
                 for extra in sorted(req.extras):
                     fam_of_extra = next((f for _p, f, e in torch_wheels.FAMILIES if e == extra), "")
                     # without the installed cuda-toolkit's METADATA, its own requirement installs the extra
                     self.entries.append(("cuda-toolkit", "cuda-toolkit[%s]%s" % (extra, req.specifier), "torch %s" % tv,
                                          fam_of_extra, extra))
-                    for ct_line in ct_lines if cv else ():
-                        try:
-                            sub = Requirement(ct_line)
-                        except InvalidRequirement:
-                            continue
-                        sname = normalize(sub.name)
-                        sfam = torch_wheels.wheel_family(sname)
-                        if sfam and sub.marker is not None and applies(sub, extra) and not applies(sub, ""):
+                    for sub, sname, sfam in subs:
+                        if applies(sub, extra):
                             self.entries.insert(0, (sname, "%s%s" % (sname, sub.specifier),
                                                     "cuda-toolkit %s [%s]" % (cv, extra), sfam, extra))
 
@@ -132,7 +141,7 @@ class Requirements:
         if self._installed is None:
             self._installed = {}
             for site in self.sites:
-                for info in sorted(glob.glob(os.path.join(glob.escape(site), "nvidia_*.dist-info"))):
+                for info in sorted(self.fs.glob(os.path.join(glob.escape(site), "nvidia_*.dist-info"))):
                     m = re.match(r"^(.+)-([^-]+)\.dist-info$", os.path.basename(info))
                     if m:
                         self._installed.setdefault(normalize(m.group(1)), m.group(2))
