@@ -72,17 +72,17 @@ def test_hit_equals_a_fresh_run_and_a_removed_wheel_is_seen(view, tmp_path, monk
     assert dataclasses.asdict(again) == dataclasses.asdict(_probe(view, None))
 
 
-def test_a_malformed_entry_is_computed_again(view, tmp_path, monkeypatch):
-    monkeypatch.setattr(cachefile, "RACY_NS", 0)
+def test_a_malformed_entry_is_computed_again(tmp_path):
+    py = _need("torch-cu") / "bin" / "python"  # the real venv, only read
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
-    good = _probe(view, str(cache))
+    good = _probe(py, str(cache))
     entries = cachefile.load(str(cache), torchload.RESULT_CACHE, torchload._cache_version())
     assert len(entries) == 1
     for ent in entries.values():
         ent["result"]["breaks"] = [{"kind": 7}]
     cachefile.store(str(cache), torchload.RESULT_CACHE, torchload._cache_version(), entries)
-    assert dataclasses.asdict(_probe(view, str(cache))) == dataclasses.asdict(good)
+    assert dataclasses.asdict(_probe(py, str(cache))) == dataclasses.asdict(good)
 
 
 def _nm_cuda_imports(path: str, torch_own: bool):
