@@ -19,7 +19,8 @@ import pytest
 
 from cudafix.model.install import MISSING, OTHER_MAJOR, TOO_OLD, UNPINNED
 from cudafix.model.snapshot import PythonDist, Snapshot, TorchBuild
-from cudafix.probes.torchload import probe_torch_import, read_preloader
+from cudafix.probes.torchload import probe_torch_import
+from cudafix.probes.torchpreload import read_preloader
 from cudafix.rules import install
 from tests import broken_installs as bi
 from tests import shadowing

@@ -322,3 +322,37 @@ def test_the_aggregation_is_linear_in_the_nodes():
     """6x the nodes costs ~6x (a quadratic aggregation: ~36x; main 51656f0's took 74 s at 30,000)."""
     small, large = _cpu(2500), _cpu(15000)
     assert large < 12 * small, (small, large)
+
+
+# -- who names a node (issue 36, Low: one plain stream could claim 100 nodes) ----------------------
+
+def test_a_plain_stream_of_many_nodes_says_nothing_vouches_for_their_names(tmp_path):
+    """100 documents back to back on stdin are 100 nodes only by their own word: the report says
+    so on its first lines; the same nodes from pdsh or from one file each carry no such line."""
+    stream = "".join(json.dumps(_node(i)) + "\n" for i in range(100))
+    res = _cli("--from", "-", input=stream)
+    head = res.output.splitlines()[:3]
+    assert head[0].startswith("cudafix fleet: 100 nodes"), head
+    assert any(ln.strip().startswith("100 nodes are named only by their own snapshots") for ln in head), head
+    pdsh = "".join("node%d: %s\n" % (i, json.dumps(_node(i))) for i in range(5))
+    for f in range(5):
+        (tmp_path / ("n%d.json" % f)).write_text(json.dumps(_node(f)), encoding="utf-8")
+    for args, text in ((("--from", "-"), pdsh), (("--from", str(tmp_path)), None)):
+        out = _cli(*args, input=text).output
+        assert out.startswith("cudafix fleet: 5 nodes") and "named only by their own" not in out, out[:400]
+
+
+def test_a_ray_node_output_is_one_node_named_by_ray():
+    """A Ray task's output on one node (cudafix/fleet/engine_ray.py): one document, named by the
+    node Ray ran it on whatever it says of itself; two documents are that node's error, not two nodes."""
+    from cudafix.fleet.engine_ray import node_output
+    from cudafix.fleet.inputs import InputError
+
+    nid = "ab" * 28
+    liar = _node(9)  # says it is node9
+    got = node_output(nid, json.dumps(liar))
+    assert isinstance(got, Document) and got.name == nid[:12]
+    rep = compare.compare([got])
+    assert [n.name for n in rep.nodes] == [nid[:12]] and rep.self_named == 0
+    two = node_output(nid, json.dumps(_node(1)) + json.dumps(_node(2)))
+    assert isinstance(two, InputError) and "2 documents in one node's file" in two.message

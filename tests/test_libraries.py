@@ -264,3 +264,52 @@ def test_hostile_env_values_never_raise(torch_cu_dir):
 def test_no_torch_at_all():
     info = libraries.probe_libraries(None, base_env())
     assert info.resolutions == [] and "no torch" in info.unknown["resolutions"]
+
+
+IMPORT_MAPS = r"""
+import json, sys
+import torch
+maps = sorted({l.split(None, 5)[5].strip() for l in open('/proc/self/maps') if len(l.split(None, 5)) == 6})
+print(json.dumps({"sys_path": sys.path, "maps": [p for p in maps if p.startswith('/')]}))
+"""
+
+
+def _real_import(python: pathlib.Path, env: dict) -> dict:
+    out = subprocess.run([str(python), "-c", IMPORT_MAPS], env=env, capture_output=True, text=True, timeout=300, cwd="/")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_torch_214_loads_its_own_nvjitlink_first_so_the_shadow_never_wins(torch_cu_python, torch_cu_dir):
+    """torch 2.14.1's __init__ preloads its whole table by path after libtorch_global_deps.so
+    (issue 36, Low): an older libnvJitLink.so.13 on LD_LIBRARY_PATH is never the one mapped --
+    the real `import torch` is the truth -- so lib-shadowed has nothing to say about it."""
+    from cudafix.model.findings import OK
+    from cudafix.probes import take_snapshot
+    from cudafix.rules import libs as rlibs
+
+    sc = shadowing.torch_cu_nvjitlink_dir()
+    env = dict(base_env(), LD_LIBRARY_PATH=sc.ld_library_path, CUDAFIX_DISABLE="1")
+    real = _real_import(torch_cu_python, env)
+    jl_mapped = [p for p in real["maps"] if os.path.basename(p).startswith("libnvJitLink.so")]
+    assert jl_mapped and os.path.realpath(str(sc.shadow_file)) not in jl_mapped, jl_mapped
+    sys_path = [p for p in real["sys_path"] if p]
+    info = libraries.probe_libraries(torch_cu_dir, env, executable=str(torch_cu_python), sys_path=sys_path)
+    jl = by_soname(info)["libnvJitLink.so.13"]
+    assert jl.resolved in jl_mapped and jl.resolved == jl.expected, (jl.resolved, jl_mapped)
+    # the whole probe as `status` runs it, then the rule
+    snap = take_snapshot(str(torch_cu_python), env, use_nvml=False, call_driver_api=False, scan_arch=False)
+    assert snap.libraries.resolutions and "torch's own loads" in snap.libraries.found_via
+    shadowed = [o for o in rlibs.check_lib_shadowed(snap) if o.verdict != OK]
+    assert not shadowed, [o.message for o in shadowed]
+
+
+def test_torch_251_has_no_such_preload_and_stays_shadowed(torch_cu_python):
+    """torch 2.5.1 preloads nothing after a successful load: the shadow wins there, with
+    sys.path or without it (the real import fails: test_f1_is_a_real_import_failure)."""
+    sc = shadowing.torch_251_nvjitlink_scenario()
+    site = venv_site_packages(sc.python)
+    env = dict(base_env(), LD_LIBRARY_PATH=sc.ld_library_path)
+    info = libraries.probe_libraries(str(site / "torch"), env, executable=str(sc.python), sys_path=[str(site)])
+    jl = by_soname(info)["libnvJitLink.so.12"]
+    assert jl.resolved == os.path.realpath(str(sc.shadow_file)) and jl.resolved != jl.expected

@@ -29,7 +29,7 @@ import zipfile
 
 # nvcc, its front end (crt), cicc (nvvm) and the runtime's headers and static library: one
 # release each, all four published as wheels of the same version.
-RELEASES = ("13.0.88", "13.1.80", "13.2.86", "13.5.37")
+RELEASES = ("13.0.88", "13.1.80", "13.2.86", "13.4.92", "13.5.37")
 WHEELS = ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime")
 
 SOURCE = r"""

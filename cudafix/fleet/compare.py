@@ -17,7 +17,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from cudafix import rules
 from cudafix.fleet import checks, identity
-from cudafix.fleet.inputs import Document
+from cudafix.fleet.inputs import Document, in_stream
 from cudafix.fleet.model import Aggregated, hostlist
 from cudafix.model.snapshot import Snapshot, SnapshotError
 
@@ -60,6 +60,10 @@ class FleetReport:
     findings: List[Aggregated]
     fleet_findings: List[Aggregated]
     errors: List[Tuple[str, str]]  # (source, message): inputs that could not be used
+    # nodes named only by their own document, one of several in a plain stream (`cat` | fleet
+    # --from -): nothing vouches that each came from the node it names (pdsh's prefix, one file
+    # per node, Slurm's and Ray's per-node outputs do)
+    self_named: int = 0
 
     @property
     def agree(self) -> bool:
@@ -279,4 +283,5 @@ def compare_keyed(items: Iterable[Keyed], errors: Sequence[Tuple[str, str]] = ()
     order = {"error": 0, "warning": 1, "info": 2}
     findings = sorted(agg.values(), key=lambda a: (order.get(a.severity, 3), -len(a.nodes), a.rule))
 
-    return FleetReport(nodes, groups, outliers, findings, checks.run(nodes), errors)
+    self_named = sum(1 for n in nodes if in_stream(n.source))
+    return FleetReport(nodes, groups, outliers, findings, checks.run(nodes), errors, self_named)

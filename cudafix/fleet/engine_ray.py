@@ -12,7 +12,7 @@ import os
 import socket
 from typing import List, Optional, Tuple
 
-from cudafix.fleet.inputs import Document, EngineError, InputError, parse_stream
+from cudafix.fleet.inputs import Document, EngineError, InputError, Item, node_document
 
 
 
@@ -69,9 +69,18 @@ def gather(address: Optional[str] = None, timeout: float = 600) -> Tuple[List[Do
             except Exception as exc:  # the task failed on that node
                 errors.append(InputError(name, str(exc).strip().splitlines()[-1]))
                 continue
-            d, e = parse_stream(text, name)
-            docs += d
-            errors += e
+            item = node_output(node_id, text)
+            (errors if isinstance(item, InputError) else docs).append(item)  # type: ignore[arg-type]
         return docs, errors
     finally:
         ray.shutdown()
+
+
+def node_output(node_id: str, text: str) -> Item:
+    """One Ray node's task output: exactly one document, named by the node Ray ran it on (its
+    first 12 hex digits, as the report names Ray nodes): a node's output can neither pass for
+    another node nor bring more nodes with it."""
+    item = node_document("ray node %s" % node_id[:12], text.encode("utf-8", "replace"))
+    if isinstance(item, Document):
+        item.name = node_id[:12]
+    return item

@@ -26,7 +26,8 @@ from typing import Callable, Iterator, List, Optional, Tuple, Union
 MAX_DOC_BYTES = 64 << 20  # one snapshot is ~30 KB; this bounds a corrupt or hostile input
 # pdsh writes "%s: %s" (host, line); an empty line may have lost its trailing space.
 _PDSH_LINE = re.compile(r"([A-Za-z0-9_.-]+):(?: (.*)|)\Z", re.S)
-_PARSE_ERRORS = (ValueError, RecursionError)  # RecursionError: nesting deeper than the decoder's stack
+_PARSE_ERRORS = (ValueError, RecursionError)
+_STREAM_POSITION = re.compile(r"#[0-9]+\Z")  # "<stdin>#3": a document of several (one alone is named by its file)  # RecursionError: nesting deeper than the decoder's stack
 
 
 @dataclasses.dataclass
@@ -65,6 +66,11 @@ def _snapshot_member(data: object) -> Optional[dict]:
 def _not_snapshot(name: str, data: object) -> InputError:
     schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
     return InputError(name, "not a cudafix snapshot (schema %s)" % _short(repr(schema)))
+
+
+def in_stream(source: str) -> bool:
+    """The document is one of several of a plain stream (``_documents`` / ``iter_fd`` name it so)."""
+    return bool(_STREAM_POSITION.search(source))
 
 
 def _short(s: str, n: int = 80) -> str:

@@ -27,6 +27,9 @@ def render_text(rep: FleetReport) -> str:
     out.append("cudafix fleet: %d node%s, %s" % (n, "" if n == 1 else "s", verdict))
     for src, msg in rep.errors:
         out.append("  could not use %s: %s" % (src, msg))
+    if rep.self_named > 1:
+        out.append("  %d nodes are named only by their own snapshots, documents of one plain stream: nothing vouches"
+                   " that each came from the node it names (pdsh -w, one file per node, --slurm or --ray do)" % rep.self_named)
     if rep.groups:
         g = rep.groups[0]
         out.append("")

@@ -192,7 +192,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     if gpus_job is None:
         _probe_gpus(snap, env, root, use_nvml)
     _probe_python_env(snap, env, sys_path, prefix, usr_local, cache_dir, scan_arch)
-    _guard(snap, "libraries", lambda: _probe_libraries(snap, env, cache_dir, root, keep))
+    _guard(snap, "libraries", lambda: _probe_libraries(snap, env, sys_path, cache_dir, root, keep))
     _guard(snap, "torch_import", lambda: _probe_torch_import(snap, env, sys_path, cache_dir, root, keep))
 
     ext_job = ahead.extensions() if ahead is not None else None
@@ -271,11 +271,13 @@ def _probe_python_env(snap: Snapshot, env: Mapping[str, str], sys_path: Optional
         snap.torch_pinned = pinned
 
 
-def _probe_libraries(snap: Snapshot, env: Mapping[str, str], cache_dir: Optional[str], root: str, keep: Tuple[str, ...]) -> None:
+def _probe_libraries(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]], cache_dir: Optional[str],
+                     root: str, keep: Tuple[str, ...]) -> None:
     from cudafix.probes.libraries import probe_libraries  # type: ignore  # the loader-simulation module
 
     primary = snap.primary_torch
-    snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir, root=root, keep=keep)
+    snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir, root=root, keep=keep,
+                                     sys_path=sys_path)
 
 
 def _probe_torch_import(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]], cache_dir: Optional[str],

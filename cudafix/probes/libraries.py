@@ -33,6 +33,7 @@ from cudafix.probes.loadersim import (
     ld_cache_of,
     simulate,
 )
+from cudafix.probes.torchpreload import success_preloads
 from cudafix.store import cachefile
 
 ROOT_CANDIDATES = ("lib/libtorch_cuda.so", "lib/libtorch_global_deps.so")
@@ -84,6 +85,7 @@ def probe_libraries(
     cache_dir: Optional[str] = None,
     root: str = "/",
     keep: Tuple[str, ...] = (),
+    sys_path: Optional[Sequence[str]] = None,
 ) -> LibraryInfo:
     """Resolve the CUDA libraries torch would load in ``env``; never raises.
 
@@ -92,19 +94,21 @@ def probe_libraries(
     ``cache_dir``: where to keep the result cache (None: no cache; see "result cache" below).
     ``root`` / ``keep``: the probe root the machine's paths are read under, and the env's own
     directories that stay where they are (loaderfs.FileSystem.machine).
+    ``sys_path``: the target's; with it, what torch/__init__.py loads by path before its
+    libraries is loaded first, as there (torchpreload.success_preloads).
     """
     if not torch_package_dir:
         return LibraryInfo(unknown={"resolutions": "no torch installation to resolve libraries for"})
     try:
         if cache_dir is not None:
-            return _probe_cached(torch_package_dir, env, executable, preloaded, cache_dir, root, keep)
-        return _probe(torch_package_dir, env, executable, preloaded, REAL if root == "/" else FileSystem(root, keep))
+            return _probe_cached(torch_package_dir, env, executable, preloaded, cache_dir, root, keep, sys_path)
+        return _probe(torch_package_dir, env, executable, preloaded, REAL if root == "/" else FileSystem(root, keep), sys_path)
     except Exception as exc:  # the probe contract: unknown with a reason
         return LibraryInfo(unknown={"resolutions": "library simulation failed: %s: %s" % (type(exc).__name__, exc)})
 
 
 def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str], preloaded: Sequence[str],
-           fs: FileSystem = REAL) -> LibraryInfo:
+           fs: FileSystem = REAL, sys_path: Optional[Sequence[str]] = None) -> LibraryInfo:
     info = LibraryInfo(ld_library_path=split_path_list(env.get("LD_LIBRARY_PATH"), ":;") if env.get("LD_LIBRARY_PATH") else [])
     root = find_root(torch_package_dir, fs)
     if root is None:
@@ -121,13 +125,17 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
     if fs.root != "/":  # the machine's paths, read under the probe root
         env_preloads = [fs.machine(p) for p in spelled]
         preloaded = [fs.machine(p) for p in preloaded]
-    sim = simulate(root, env, executable=executable, ld_cache=cache, preloaded=list(env_preloads) + list(preloaded), fs=fs)
+    lead = _torch_lead(fs, torch_package_dir, sys_path)
+    if lead:
+        info.found_via["torch's own loads"] = "torch/__init__.py loads by path first: " + ", ".join(lead)
+    sim = simulate(root, env, executable=executable, ld_cache=cache, preloaded=list(env_preloads) + list(preloaded), fs=fs,
+                   lead=lead)
     if not any(o.path == root for o in sim.loaded):
         _, reason = fs.read_elf(root, with_sections=False)
         info.unknown["resolutions"] = "%s: %s" % (root, reason or "could not be mapped")
         return info
     base_env = {k: v for k, v in env.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
-    expected_sim = simulate(root, base_env, executable=executable, ld_cache=cache, preloaded=preloaded, fs=fs) \
+    expected_sim = simulate(root, base_env, executable=executable, ld_cache=cache, preloaded=preloaded, fs=fs, lead=lead) \
         if info.ld_library_path or env_preloads else sim
     preloaded_real = {fs.realpath(p) for p in env_preloads}
     expected = _first_resolutions(expected_sim)
@@ -180,6 +188,17 @@ def _probe(torch_package_dir: str, env: Mapping[str, str], executable: Optional[
     return info
 
 
+def _torch_lead(fs: FileSystem, torch_package_dir: str, sys_path: Optional[Sequence[str]]) -> List[str]:
+    """libtorch_global_deps.so, then the libraries torch/__init__.py preloads by path after it
+    (2.9 and later: a soname loaded so wins later lookups, LD_LIBRARY_PATH or not); [] without
+    the target's sys.path or where torch preloads nothing on that path."""
+    gd = os.path.join(torch_package_dir, "lib", "libtorch_global_deps.so")
+    if sys_path is None or not fs.isfile(gd):
+        return []
+    preloads = success_preloads(fs, torch_package_dir, sys_path)
+    return [gd] + preloads if preloads else []
+
+
 # -- result cache ----------------------------------------------------------------------------
 #
 # The simulation stats ~3,000 candidate paths; its answer changes only when its inputs change, so
@@ -194,15 +213,17 @@ LIB_CACHE_MAX_ENTRIES = 8
 
 def _cache_version() -> list:
     """The file's version (loaderfs.code_version): the code that computes and shapes the result."""
-    from cudafix.probes import elf, ldcache, loaderfs, loadersim, libversions
+    from cudafix.probes import elf, ldcache, loaderfs, loadersim, libversions, torchpreload
     from cudafix.model import snapshot
 
-    return code_version(LIB_CACHE_VERSION, (sys.modules[__name__], loadersim, loaderfs, libversions, elf, ldcache,
+    return code_version(LIB_CACHE_VERSION, (sys.modules[__name__], loadersim, loaderfs, libversions, elf, ldcache, torchpreload,
                                             cachefile, snapshot))
 
 
-def _cache_key(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str], preloaded: Sequence[str]) -> str:
+def _cache_key(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str], preloaded: Sequence[str],
+               sys_path: Optional[Sequence[str]] = None) -> str:
     key = {
+        "sys_path": None if sys_path is None else [str(p) for p in sys_path],
         "root": torch_package_dir,
         "executable": executable or sys.executable,
         "preloaded": [str(p) for p in preloaded],
@@ -254,12 +275,13 @@ def _info_from_cache(data: object) -> Optional[LibraryInfo]:
 
 
 def _probe_cached(torch_package_dir: str, env: Mapping[str, str], executable: Optional[str],
-                  preloaded: Sequence[str], cache_dir: str, root: str = "/", keep: Tuple[str, ...] = ()) -> LibraryInfo:
-    key = _cache_key(torch_package_dir, env, executable, preloaded)
+                  preloaded: Sequence[str], cache_dir: str, root: str = "/", keep: Tuple[str, ...] = (),
+                  sys_path: Optional[Sequence[str]] = None) -> LibraryInfo:
+    key = _cache_key(torch_package_dir, env, executable, preloaded, sys_path)
     if root != "/":  # another tree is another machine (the default key stays as it was)
         key = json.dumps([key, root, list(keep)])
     return cached_run(cache_dir, LIB_CACHE_FILE, _cache_version(), key, root, keep,
-                      lambda fs: _probe(torch_package_dir, env, executable, preloaded, fs=fs),
+                      lambda fs: _probe(torch_package_dir, env, executable, preloaded, fs=fs, sys_path=sys_path),
                       dataclasses.asdict, _info_from_cache, LIB_CACHE_MAX_ENTRIES)
 
 

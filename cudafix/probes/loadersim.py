@@ -320,10 +320,14 @@ def simulate(
     preloaded: Sequence[str] = (),
     follow_dlopen: bool = True,
     fs: FileSystem = REAL,
+    lead: Sequence[str] = (),
 ) -> LoaderSim:
-    """Load ``root`` by absolute path (as ctypes.CDLL does) and follow the CUDA dlopen edges."""
+    """Load ``root`` by absolute path (as ctypes.CDLL does) and follow the CUDA dlopen edges;
+    ``lead``: what the program loads by path before it, in order (torch/__init__.py's own loads)."""
     sim = LoaderSim(env, executable=executable, ld_cache=ld_cache, fs=fs)
     sim.preload(preloaded)
+    for p in lead:
+        sim.load(p, None, how="torch")
     sim.load(root, None, how="root")
     if follow_dlopen:
         cuda_major = ""

@@ -44,77 +44,12 @@ from cudafix.probes import elfsym
 from cudafix.probes.libversions import WheelRecords
 from cudafix.probes.loaderfs import REAL, FileSystem, cached_run, code_version
 from cudafix.probes.loadersim import LoaderSim, _Obj, is_cuda_soname, ld_cache_of
+from cudafix.probes.torchpreload import cuda_major, first_candidate, init_text, read_preloader
 from cudafix.store import cachefile
 
 TORCH_OWN = re.compile(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
-MAX_INIT_BYTES = 1 << 20
 # unversioned CUDA API names torch's libraries import (torch_wheels.SYMBOL_LIBS' prefixes)
 TORCH_CUDA_API_B = re.compile(rb"(?:nccl|cublas|cudnn|cusparse|cufft|curand|cusolver|nvrtc|_?_?nvJitLink|cupti|cuFile|nvshmem)")
-PAIR = re.compile(r"""["'](\w+)["']\s*[:,]\s*["'](lib[\w.*\[\]\-]+)["']""")
-
-
-# -- torch/__init__.py's fallback ------------------------------------------------------------
-
-
-class Preloader:
-    """torch/__init__.py's CUDA fallback, as read from the installed file."""
-
-    def __init__(self) -> None:
-        self.style = ""  # "" (none) | "cublas-cudnn" (1.13) | "list"
-        self.on_error: List[Tuple[str, str, bool]] = []  # (folder, glob, required) after a failed load
-        self.on_success: List[Tuple[str, str, bool]] = []  # best effort after a load that mapped libcudart
-        self.wide_search = False  # _get_cuda_dep_paths: also nvidia/cuNN/lib and <folder>/lib, no nvidia/ check
-
-    def describe(self) -> str:
-        if not self.style:
-            return "no CUDA preloader"
-        return "%s; %d libraries after a failed load, %d best effort after a successful one%s" % (
-            self.style, len(self.on_error), len(self.on_success), "; nvidia/cuNN searched" if self.wide_search else "")
-
-
-def read_preloader(init_text: str) -> Preloader:
-    out = Preloader()
-    start = init_text.find("def _get_cuda_dep_paths")
-    if start < 0:
-        start = init_text.find("def _preload_cuda_deps")
-    if start < 0:
-        return out
-    end = init_text.find("USE_RTLD_GLOBAL_WITH_LIBTORCH", start)
-    body = init_text[start:end if end > start else len(init_text)]
-    if "cublas_path = os.path.join(nvidia_path" in body:
-        out.style = "cublas-cudnn"
-        return out
-    out.style = "list"
-    out.wide_search = "_get_cuda_dep_paths" in body
-    table: List[Tuple[str, str, bool]] = []
-    calls: List[Tuple[str, str, bool]] = []
-    for m in PAIR.finditer(body):
-        line = body[body.rfind("\n", 0, m.start()) + 1:m.start()]
-        if "_preload_cuda_lib(" in line:  # a separate best-effort call (nvtx, 2.14)
-            table.append((m.group(1), m.group(2), False))
-        elif "_preload_cuda_deps(" in line:  # a call on the success path (2.9: nvrtc, nvjitlink)
-            calls.append((m.group(1), m.group(2), True))
-        else:
-            table.append((m.group(1), m.group(2), True))
-    out.on_error = table
-    if "_preload_cuda_deps(required=False)" in body:  # 2.14: the whole table, best effort, on success too
-        out.on_success = [(f, p, False) for f, p, _r in table]
-    else:
-        out.on_success = calls
-    return out
-
-
-def _candidates(fs: FileSystem, path: str, folder: str, pattern: str, wide: bool, cuda_major: str) -> List[str]:
-    """torch's own search in one sys.path entry (``_get_cuda_dep_paths`` / ``_preload_cuda_deps``)."""
-    e = glob.escape(path)
-    if not wide:
-        if not fs.exists(os.path.join(path, "nvidia")):
-            return []
-        return fs.glob(os.path.join(e, "nvidia", folder, "lib", pattern))
-    out = fs.glob(os.path.join(e, "nvidia", folder, "lib", pattern))
-    if cuda_major:
-        out += fs.glob(os.path.join(e, "nvidia", "cu" + cuda_major, "lib", pattern))
-    return out + fs.glob(os.path.join(e, folder, "lib", pattern))
 
 
 # -- one load --------------------------------------------------------------------------------
@@ -313,23 +248,6 @@ def _from_cache(data: object) -> Optional[TorchImport]:
                        breaks=breaks, found_via=dict(data["found_via"]), unknown=dict(data["unknown"]))
 
 
-def _init_text(fs: FileSystem, torch_dir: str) -> str:
-    try:
-        with fs.open_text(os.path.join(torch_dir, "__init__.py")) as fh:
-            return fh.read(MAX_INIT_BYTES)
-    except (OSError, ValueError):
-        return ""
-
-
-def _cuda_major(fs: FileSystem, torch_dir: str) -> str:
-    try:
-        with fs.open_text(os.path.join(torch_dir, "version.py")) as fh:
-            m = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"](\d+)\.", fh.read(65536), re.M)
-    except (OSError, ValueError):
-        return ""
-    return m.group(1) if m else ""
-
-
 def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[str, str], python_version: str,
            executable: Optional[str], syms: _Symbols, fs: FileSystem = REAL) -> None:
     gd = os.path.join(torch_dir, "lib", "libtorch_global_deps.so")
@@ -337,22 +255,18 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
     if not cmods:
         out.unknown["import"] = "no torch/_C*.so in %s" % torch_dir
         return
-    pre = read_preloader(_init_text(fs, torch_dir))
+    pre = read_preloader(init_text(fs, torch_dir))
     style, libs = pre.style, pre.on_error
     out.preloader = style or "none"
     out.found_via["preloader"] = "torch/__init__.py: %s" % pre.describe()
-    cmajor = _cuda_major(fs, torch_dir)
+    cmajor = cuda_major(fs, torch_dir)
     cache = ld_cache_of(fs)
 
     def new_sim() -> LoaderSim:
         return LoaderSim(env, executable=executable, ld_cache=cache, fs=fs)
 
     def find(folder: str, pattern: str) -> Optional[str]:
-        for p in sys_path:
-            hits = _candidates(fs, p, folder, pattern, pre.wide_search, cmajor)
-            if hits:
-                return hits[0]
-        return None
+        return first_candidate(fs, sys_path, folder, pattern, pre.wide_search, cmajor)
 
     # 1. the first error, in torch/__init__.py's order
     sim = new_sim()
