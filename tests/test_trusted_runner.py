@@ -120,6 +120,39 @@ def test_verify_cmd_on_a_signal_kills_the_command_and_removes_its_caches(sig, tm
                 pass
 
 
+def test_a_signal_inside_popen_still_kills_the_child(tmp_path, monkeypatch):
+    """The window the SIGINT case lost once under load: the signal lands after the fork, while
+    the caller is still inside ``Popen`` (before the runner holds the child).  Made certain here:
+    the real Popen returns, its child has started a grandchild, then SIGINT arrives, still
+    inside the call.  The child's group must be killed all the same (fails on 3061f1e)."""
+    from cudafix.store import runner
+
+    pidfile = tmp_path / "pid"
+    real = subprocess.Popen
+
+    def popen_then_sigint(*a, **kw):
+        proc = real(*a, **kw)
+        end = time.monotonic() + 30
+        while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < end:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs here, inside the call, as it would under load
+        return proc
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen_then_sigint)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(["/bin/sh", "-c", "sleep 60 & echo $! > %s; wait" % pidfile], 60, env=dict(os.environ))
+    finally:
+        monkeypatch.undo()
+    assert pidfile.read_text().strip(), "the command never started"
+    grandchild = int(pidfile.read_text())
+    alive = not _wait_dead(grandchild, 5)
+    if alive:
+        os.kill(grandchild, signal.SIGKILL)
+    assert not alive, "a SIGINT inside Popen left the command running"
+
+
 def _plant_json(d: pathlib.Path, marker: pathlib.Path) -> None:
     d.mkdir(parents=True, exist_ok=True)
     (d / "json.py").write_text("open(%r, 'a').write('ran\\n')\nfrom _json import *\n" % str(marker))

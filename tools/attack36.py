@@ -36,6 +36,7 @@ SEVERITY = [
     ("test_root_never_runs_code_another_user_planted_in_the_env", "High", "H3 prolog/NHC"),
     ("test_verify_cmd_does_not_wait_for_a_grandchild_holding_stdout", "Medium", "verify -- CMD grandchild"),
     ("test_verify_cmd_on_a_signal_kills_the_command_and_removes_its_caches", "Medium", "SIGTERM/SIGINT"),
+    ("test_a_signal_inside_popen_still_kills_the_child", "Medium", "SIGINT inside Popen (the race)"),
     ("test_verify_cmd_output_is_bounded", "Medium", "unbounded output"),
     ("test_fleet_stdin_is_streamed_with_the_file_limit", "Medium", "fleet --from - whole"),
     ("test_first_run_child_never_imports_from_the_callers_directory", "Medium", "first-run child cwd"),

@@ -189,6 +189,39 @@ class _SignalGuard(object):
         return False
 
 
+class _Deferred(object):
+    """SIGINT and SIGTERM held back while one child is started, then acted on as the handlers in
+    force would have: a signal that lands inside ``Popen`` -- after the fork, before ``job.proc``
+    is set -- would otherwise leave a child nobody kills (seen once under load, issue 36).  Python
+    handlers, not a blocked mask: the child must not inherit blocked signals.  Main thread only."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __enter__(self):
+        self.old, self.pending = {}, None
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                try:
+                    self.old[s] = signal.signal(s, self._note)
+                except (ValueError, OSError):
+                    pass
+        return self
+
+    def _note(self, signum, frame):
+        if self.pending is None:
+            self.pending = signum
+
+    def __exit__(self, *exc):
+        for s, h in self.old.items():
+            signal.signal(s, h)
+        h = self.old.get(self.pending) if self.pending is not None else None
+        if callable(h):
+            h(self.pending, None)  # KeyboardInterrupt (default_int_handler), Terminated (_SignalGuard)
+        elif h == signal.SIG_DFL:
+            os.kill(os.getpid(), self.pending)
+        return False
+
+
 def run_all(jobs, timeout, tick=None, tick_every=0.25):
     """Run ``jobs`` together; returns their Results (in order).  ``tick(elapsed)`` is called about
     every ``tick_every`` seconds.  Raises RunRefused (nothing started) or OSError (a start failed:
@@ -198,7 +231,8 @@ def run_all(jobs, timeout, tick=None, tick_every=0.25):
         sel = selectors.DefaultSelector()
         try:
             for job in jobs:
-                _start(job)
+                with _Deferred():
+                    _start(job)
                 for f, buf in ((job.proc.stdout, job.out), (job.proc.stderr, job.err)):
                     if f is not None:
                         os.set_blocking(f.fileno(), False)
