@@ -218,7 +218,7 @@ def fast_main(argv: Sequence[str]) -> Optional[int]:
     (:func:`write_private_dir`) and stdout holds only that file's directory.
 
     Returns None for anything else, which then goes to the click CLI (help, errors).  Importing
-    click and every command costs ~50 ms on the activation cold path; this skips it.
+    click and every command is most of the activation cold path (docs/benchmarks.md); this skips it.
     """
     args = list(argv)
     if not args or args[0] != "shell":

@@ -1,8 +1,8 @@
 """``inspect`` loaded where it is first used, in the process of `cudafix status` / `check` only.
 
 ``dataclasses`` imports ``inspect`` at its top, and ``inspect`` imports ``ast``, ``dis``,
-``tokenize`` and ``linecache``: ~8 ms of a warm `cudafix status` on Python 3.11 here, a tenth
-of it (docs/benchmarks.md, "Issue 23, 2026-12-02").  On Python 3.8-3.11 dataclasses uses
+``tokenize`` and ``linecache``: a tenth of a warm `cudafix status` on Python 3.11 (docs/benchmarks.md,
+"Issue 23, 2026-12-02").  On Python 3.8-3.11 dataclasses uses
 ``inspect`` only to write a docstring for a class that has none (``inspect.signature``);
 cudafix's classes have one (cudafix/model/record.py needs it), so a `status` never uses it.
 From 3.12 dataclasses reads every class's annotations through ``inspect.get_annotations``:

@@ -29,8 +29,8 @@ VALUE = "value"  # free text (a version, a GPU name)
 
 # One setting: its name, kind, what it does, which part of cudafix reads it (``read_by``), the
 # values of a choice and its default.  A named tuple, not a dataclass: `status` reads
-# CUDAFIX_SERIAL before it forks (cudafix.probes.ahead), and a dataclass would cost that path
-# ~1 ms of compiling, ~5 with the inspect import a class without a docstring brings on 3.8-3.11.
+# CUDAFIX_SERIAL before it forks (cudafix.probes.ahead), and a dataclass would add its compiling to
+# that path, and the inspect import a class without a docstring brings on 3.8-3.11 (docs/benchmarks.md).
 Knob = collections.namedtuple("Knob", ("name", "kind", "meaning", "read_by", "values", "default"), defaults=((), ""))
 
 

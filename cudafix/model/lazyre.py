@@ -1,7 +1,7 @@
 """``lazy_re(pattern, flags)``: ``re.compile(pattern, flags)``, compiled on first use.
 
-Compiling a regular expression costs 30-300 us; cudafix's modules compiled ~35 at import and a
-`cudafix status` on a healthy machine uses a handful (issue 23: ~3 ms of its imports).  The
+cudafix's modules compiled ~35 regular expressions at import and a `cudafix status` on a
+healthy machine uses a handful (the cost: docs/benchmarks.md, "Figures behind the code").  The
 object answers every attribute of the compiled pattern (``match``, ``search``, ``sub``,
 ``finditer``, ``pattern`` ...) by compiling it then; it is not a ``re.Pattern``, so it is
 never passed to the ``re`` module's functions.

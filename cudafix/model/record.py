@@ -2,8 +2,8 @@
 
 On Python 3.8-3.12 ``dataclasses.dataclass`` compiles each method it writes (``__init__``,
 ``__repr__``, ``__eq__``; for a frozen class also ``__hash__``, ``__setattr__``,
-``__delattr__``) from source text, and compiling is most of its cost: about 1 ms per class,
-and cudafix defines ~60 on the path of ``cudafix status`` (issue 23).  ``record`` lets
+``__delattr__``) from source text, and compiling is most of its cost (docs/benchmarks.md, "Figures behind the code"), and
+cudafix defines ~60 on the path of ``cudafix status`` (issue 23).  ``record`` lets
 dataclasses do everything except the methods (fields, defaults, ``__dataclass_fields__``,
 ``__match_args__``), compiles ``__init__`` alone (its signature is the fields'), and gives the
 other methods as closures over the field names that return what dataclasses' would.  The class
@@ -166,8 +166,8 @@ def _build(cls: type, fields: list, frozen: bool) -> None:
     src = "\n".join(["def __init__(%s):" % ", ".join(params)] + (body or ["  pass"]))
     compiled = _compiled().get(src)
     if compiled is not None:
-        # the same function, compiled ahead in cudafix/model/record_inits.py: compiling costs
-        # ~80 us a class (~5 ms of `cudafix status`), making the function from its code ~1 us
+        # the same function, compiled ahead in cudafix/model/record_inits.py: making it from its
+        # code is far cheaper than compiling it (docs/benchmarks.md, "Figures behind the code")
         g["__builtins__"] = builtins.__dict__  # what exec() puts in the globals it is given
         init = type(_build)(compiled.__code__, g, "__init__", tuple(defaults) or None)
     else:
@@ -237,7 +237,7 @@ def asdict(obj):  # type: ignore[no-untyped-def]
     """``dataclasses.asdict(obj)``, the same dict: atomic values as they are (deepcopy returns
     them unchanged), dataclass instances, lists, tuples, named tuples and dicts rebuilt, anything
     else deep-copied, as dataclasses does.  A snapshot's JSON document walks ~800 values; this
-    spares dataclasses' per-value fields() call and type checks (~1 ms of `status --json`)."""
+    spares dataclasses' per-value fields() call and type checks."""
     cls = type(obj)
     if cls in _ATOMIC:
         return obj

@@ -20,7 +20,7 @@ from cudafix.model.lazyre import lazy_re
 _LEADING = lazy_re(r"^\s*v?(\d+(?:\.\d+)*)")
 # A release with at most a local part ("12.1.105", "2.14.1+cu130"): packaging's own grammar for
 # those two pieces (packaging/version.py VERSION_PATTERN, ASCII digits), so its release tuple is
-# the dotted numbers as ints, read here without importing packaging (~5 ms on `cudafix status`).
+# the dotted numbers as ints, read here without importing packaging (its cost: docs/benchmarks.md).
 _PLAIN = re.compile(r"([0-9]+(?:\.[0-9]+)*)(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?", re.IGNORECASE | re.ASCII)
 
 
