@@ -4,7 +4,7 @@
 
 Measured in one run, each the median of N runs, on the same torch install:
   uncached   fresh cache dir: the .rodata (and, for names not found whole, .text) of
-             libc10_cuda.so / libc10.so read and searched (cudafix.probes.alloc_conf)
+             libc10_cuda.so / libc10.so read and searched (cudafix.probes.pyenv.alloc_conf)
   cached     result cache hit (stat + small JSON read)
   baseline   `python -c "import torch"` in that venv (what a user's process pays anyway; the
              probe runs in the hook's cold path at `import torch` only when its cache misses)
@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from tools.alloc_conf_proof import torch_dir, venv_root  # noqa: E402
 from cudafix.knowledge.alloc_conf import KNOWN_NAMES  # noqa: E402
-from cudafix.probes.alloc_conf import read_alloc_keys  # noqa: E402
+from cudafix.probes.pyenv.alloc_conf import read_alloc_keys  # noqa: E402
 
 
 def main() -> int:

@@ -3,7 +3,7 @@ owners (RECORD / conda-meta lookups), the directory walks, and loading the direc
     PYTHONPATH=<dir holding cudafix/> <env>/bin/python bench/extension_phases.py
 Used for docs/gpu-raw/h200-status-phases-2329.txt (docs/benchmarks.md, issue 23)."""
 import time, sys, os
-from cudafix.probes import extensions as E, dirwalk as D, extowners
+from cudafix.probes.pyenv import extensions as E, dirwalk as D, extowners
 from cudafix.probes import take_snapshot
 from cudafix.store import paths
 ot=[0]; wt=[0]; ct=[0]

@@ -31,7 +31,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from cudafix.probes import query_python  # noqa: E402
-from cudafix.probes.extensions import is_shared_object_name, probe_extensions  # noqa: E402
+from cudafix.probes.pyenv.extensions import is_shared_object_name, probe_extensions  # noqa: E402
 
 VENVS = pathlib.Path.home() / ".cache" / "cudafix-venvs"
 

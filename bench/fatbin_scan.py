@@ -28,7 +28,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cudafix.probes.fatbin import scan_fatbin  # noqa: E402
+from cudafix.probes.binfmt.fatbin import scan_fatbin  # noqa: E402
 
 DEFAULT_LIB = pathlib.Path.home() / ".cache/cudafix-venvs/torch-cu/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so"
 

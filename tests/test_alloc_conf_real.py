@@ -17,7 +17,7 @@ import pytest
 
 from tools import alloc_conf_proof as proof
 from cudafix.knowledge.alloc_conf import KNOWN_NAMES
-from cudafix.probes.alloc_conf import read_alloc_keys
+from cudafix.probes.pyenv.alloc_conf import read_alloc_keys
 from tests.conftest import REPO
 from tests.test_startup_helpers import TORCH_CU_SITE, clean_env, make_venv, run
 

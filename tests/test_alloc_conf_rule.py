@@ -16,7 +16,7 @@ from tools import alloc_conf_proof as proof
 from cudafix.knowledge import alloc_syntax
 from cudafix.knowledge.alloc_conf import KNOWN_NAMES
 from cudafix.model.fixes import SET, UNSET
-from cudafix.probes.alloc_conf import read_alloc_keys
+from cudafix.probes.pyenv.alloc_conf import read_alloc_keys
 from tests.test_rules_fixtures import load
 
 

@@ -158,6 +158,28 @@ def test_no_import_cycles():
     assert not cycles, "\n".join(cycles)
 
 
+PROBE_SECTIONS = {"machine", "pyenv", "loader", "binfmt"}  # docs/architecture.md, "Adding a probe"
+
+
+def test_probes_are_split_into_sections():
+    """cudafix/probes/ holds take_snapshot (__init__.py), ahead.py and the four sections; every
+    other probe module lives in a section, whose __init__.py is a docstring and imports nothing
+    (importing one module of a section does not import the rest of it)."""
+    top = PKG / "probes"
+    assert sorted(p.name for p in top.glob("*.py")) == ["__init__.py", "ahead.py"]
+    dirs = {p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert dirs == PROBE_SECTIONS, dirs
+    for section in sorted(PROBE_SECTIONS):
+        init = top / section / "__init__.py"
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        assert ast.get_docstring(tree), init
+        assert len(tree.body) == 1, "%s: a docstring only, no code" % init
+        assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))], init
+        assert not [p for p in (top / section).iterdir() if p.is_dir() and p.name != "__pycache__"], section
+        mods = [m for m in MODULES if m.startswith("cudafix.probes.%s." % section)]
+        assert mods and all(_stage(m) == "probes" for m in mods + ["cudafix.probes." + section]), section
+
+
 def test_one_fork_primitive():
     """Child processes are made in one place (cudafix/forks.py, which imports nothing of cudafix);
     take_snapshot stays a short list of steps (issue 37: it had grown to 155 lines)."""

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cudafix.probes import assume
+from cudafix.probes.machine import assume
 from cudafix.model.snapshot import GPU, Snapshot
 
 

@@ -19,8 +19,8 @@ import pytest
 
 from cudafix.model.install import MISSING, OTHER_MAJOR, TOO_OLD, UNPINNED
 from cudafix.model.snapshot import PythonDist, Snapshot, TorchBuild
-from cudafix.probes.torchload import probe_torch_import
-from cudafix.probes.torchpreload import read_preloader
+from cudafix.probes.loader.torchload import probe_torch_import
+from cudafix.probes.loader.torchpreload import read_preloader
 from cudafix.rules import install
 from tests import broken_installs as bi
 from tests import shadowing
@@ -223,7 +223,7 @@ def test_torch_201_nvfuser_is_not_an_extension_to_rebuild(venv):
     (its first DT_NEEDED) defines: the real `import nvfuser._C` works after `import torch` in the
     complete install, so ext-torch-symbols must not blame it (nor print a --no-binary torch build)."""
     from cudafix.model.snapshot import ExtensionInfo  # noqa: F401
-    from cudafix.probes import extensions as pext
+    from cudafix.probes.pyenv import extensions as pext
     from cudafix.rules.extensions import check_ext_torch_symbols
 
     site = bi.site_of(_need(venv))

@@ -19,7 +19,7 @@ import pytest
 
 from cudafix.model.findings import PROBLEM
 from cudafix.model.snapshot import Snapshot
-from cudafix.probes.toolkits import probe_toolkits
+from cudafix.probes.pyenv.toolkits import probe_toolkits
 from cudafix.rules import toolkit as rtk
 from tests.conftest import require
 

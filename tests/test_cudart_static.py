@@ -21,8 +21,8 @@ import pytest
 
 from cudafix.model.findings import OK, PROBLEM, UNKNOWN
 from cudafix.model.snapshot import GPU, PythonDist, Snapshot, TorchBuild
-from cudafix.probes import extensions as pext
-from cudafix.probes.cudart_static import static_cudart_version
+from cudafix.probes.binfmt.cudart_static import static_cudart_version
+from cudafix.probes.pyenv import extensions as pext
 from cudafix.rules import extensions as rext
 from tests import extbuild
 from tests.conftest import require

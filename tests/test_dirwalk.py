@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from cudafix.probes import dirwalk, extensions
+from cudafix.probes.pyenv import dirwalk, extensions
 
 OLD = time.time() - 3600  # an mtime older than the racy window: a listing of it may be cached
 
@@ -240,7 +240,7 @@ def test_a_stale_or_foreign_walks_file_is_a_miss(tmp_path):
 SPLIT = r"""
 import json, os, sys
 from cudafix import forks
-from cudafix.probes import dirwalk, extensions as E
+from cudafix.probes.pyenv import dirwalk, extensions as E
 split = []
 real_split = forks.split_work
 forks.split_work = lambda *a: (lambda r: split.append(len(r)) or r)(real_split(*a))  # how many subtrees came back

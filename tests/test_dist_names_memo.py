@@ -1,5 +1,5 @@
 """The metadata-directory listing of sys.path entries is kept per process by the directory's stat
-(cudafix/probes/packages.py ``_dist_names``: one `status` lists sys.path four times): what it
+(cudafix/probes/pyenv/packages.py ``_dist_names``: one `status` lists sys.path four times): what it
 returns is what a fresh listing (os.listdir, the truth) gives after every change to the
 directory, a directory changed too recently is not kept, an unchanged old one is."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from cudafix.probes import packages
+from cudafix.probes.pyenv import packages
 
 PAST = 1_600_000_000
 

@@ -1,4 +1,4 @@
-"""cuDriverGetVersion's answer is kept per libcuda file (cudafix/probes/driver.py
+"""cuDriverGetVersion's answer is kept per libcuda file (cudafix/probes/machine/driver.py
 cached_driver_cuda_version, issue 23: loading libcuda is the costly part of asking it).  On real
 shared objects built here with the C compiler, exporting cuDriverGetVersion as libcuda does: the
 answer is the library's own, a warm run does not load the library again, a changed file is asked
@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from cudafix.probes import driver
+from cudafix.probes.machine import driver
 from tests.conftest import require
 
 PAST = 1_600_000_000
@@ -53,7 +53,7 @@ def test_warm_run_does_not_load_the_library(tmp_path, calls):
 
 
 STEP = (
-    "import sys; sys.path.insert(0, %r); from cudafix.probes import driver\n"
+    "import sys; sys.path.insert(0, %r); from cudafix.probes.machine import driver\n"
     "asked = []; real = driver.query_driver_cuda_version\n"
     "driver.query_driver_cuda_version = lambda p: asked.append(p) or real(p)\n"
     "print(driver.cached_driver_cuda_version(sys.argv[1], sys.argv[2])[0], len(asked))\n"

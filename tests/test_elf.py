@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from cudafix.probes.elf import EM_386, EM_X86_64, expand_dst, read_elf, split_path_list
+from cudafix.probes.binfmt.elf import EM_386, EM_X86_64, expand_dst, read_elf, split_path_list
 from tests.conftest import require, venv_site_packages
 
 READELF = shutil.which("readelf")

@@ -9,7 +9,7 @@ from tools import env_vars_doc
 from cudafix.hook import cache as hookcache
 from cudafix.knowledge import env_vars
 from cudafix.activation import plan as activation
-from cudafix.probes import environment
+from cudafix.probes.pyenv import environment
 from cudafix.activation import shells
 
 REPO = pathlib.Path(__file__).resolve().parent.parent

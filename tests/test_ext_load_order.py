@@ -101,7 +101,7 @@ def test_one_finding_quoting_the_first_failure_the_loader_really_reports(torch_v
 
 def test_the_loader_simulation_agrees_with_ctypes_on_each_file(tv_over_cpu, tmp_path):
     """Per file, against the real load, with and without an LD_LIBRARY_PATH that changes nothing."""
-    from cudafix.probes.extload import first_missing_needed
+    from cudafix.probes.pyenv.extload import first_missing_needed
 
     py, mods = tv_over_cpu
     env = _env(tmp_path)

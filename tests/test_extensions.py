@@ -21,9 +21,9 @@ import time
 import pytest
 
 from cudafix.model.snapshot import GPU, Snapshot
-from cudafix.probes import elfsym
-from cudafix.probes import extensions as pext
-from cudafix.probes import extowners
+from cudafix.probes.binfmt import elfsym
+from cudafix.probes.pyenv import extensions as pext
+from cudafix.probes.pyenv import extowners
 from cudafix.warm import runtime as warmrun
 from cudafix.warm import plan as warm
 from tests import extbuild

@@ -13,9 +13,9 @@ import subprocess
 
 import pytest
 
-from cudafix.probes import fatbin as fatbin_mod
-from cudafix.probes.elf import read_elf
-from cudafix.probes.fatbin import scan_fatbin, scan_fatbin_uncached
+from cudafix.probes.binfmt import fatbin as fatbin_mod
+from cudafix.probes.binfmt.elf import read_elf
+from cudafix.probes.binfmt.fatbin import scan_fatbin, scan_fatbin_uncached
 from tests.conftest import require, venv_site_packages
 
 KERNEL = "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\nextern \"C\" void launch(float *x) { k<<<1, 32>>>(x); }\n"
@@ -219,7 +219,7 @@ def test_unreadable_file(tmp_path, nvcc):
         so = build(nvcc, tmp_path, "priv.so", "-gencode", "arch=compute_80,code=sm_80")
         os.chmod(so, 0)
         os.chmod(str(tmp_path), 0o755)
-        code = "import sys; sys.path.insert(0, %r); from cudafix.probes.fatbin import scan_fatbin; print(scan_fatbin(%r).unknown)" % (
+        code = "import sys; sys.path.insert(0, %r); from cudafix.probes.binfmt.fatbin import scan_fatbin; print(scan_fatbin(%r).unknown)" % (
             str(pathlib.Path(__file__).resolve().parent.parent), so)
         out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c", code],
                              capture_output=True, text=True, timeout=60)

@@ -21,8 +21,8 @@ import subprocess
 from cudafix import rules
 from cudafix.model.findings import OK, PROBLEM, UNKNOWN
 from cudafix.model.snapshot import DriverInfo, FwdCompatNote, Snapshot
-from cudafix.probes.driver import probe_driver
-from cudafix.probes.fwdnote import read_fwd_note
+from cudafix.probes.machine.driver import probe_driver
+from cudafix.probes.machine.fwdnote import read_fwd_note
 from tests.conftest import require
 from tests.snapbuild import H200, snap
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cudafix import rules
 from cudafix.knowledge import jit_cache
-from cudafix.probes import environment as envp
+from cudafix.probes.pyenv import environment as envp
 from cudafix.render.report import render_status
 from tests.snapbuild import H200, snap
 

@@ -1,4 +1,4 @@
-"""/etc/ld.so.cache's new-format table read in one pass (cudafix/probes/ldcache.py ``_parse_new``,
+"""/etc/ld.so.cache's new-format table read in one pass (cudafix/probes/loader/ldcache.py ``_parse_new``,
 issue 23: every `status` parses it): on this machine's real cache it gives what `ldconfig -p`
 lists (tests/test_libraries.py) and, entry by entry, what the one-entry-at-a-time reading gives;
 on damaged copies of the real cache (truncated, string offsets moved) both readings give the same
@@ -12,7 +12,7 @@ from typing import List
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudafix.probes import ldcache
+from cudafix.probes.loader import ldcache
 from tests.conftest import require
 
 

@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from cudafix.probes import ldcache, libraries
-from cudafix.probes import loadersim
+from cudafix.probes.loader import ldcache, libraries
+from cudafix.probes.loader import loadersim
 from tests import shadowing
 from tests.conftest import require, venv_site_packages
 

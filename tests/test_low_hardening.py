@@ -148,7 +148,7 @@ def test_daemonset_claims_no_gpu_and_sees_the_driver():
 def test_demangle_never_runs_a_cxxfilt_from_the_current_directory(tmp_path, monkeypatch):
     """A missing symbol is named with c++filt; a `.` or empty entry in PATH must not make cudafix
     run one planted in the working directory (issue 21 item 1's rule, for programs too)."""
-    from cudafix.probes import extensions
+    from cudafix.probes.pyenv import extensions
 
     mark = tmp_path / "planted-ran"
     fake = tmp_path / "c++filt"

@@ -66,7 +66,7 @@ def _pe_with_section_name(src: pathlib.Path, dst: pathlib.Path, name: bytes) -> 
 def test_crafted_pe_section_name_is_a_reason_not_a_crash(tmp_path, name):
     """A section name "/²" (str.isdigit() is true, int() refuses it): 89c72a4 raised ValueError out
     of read_pe and lost the whole WSL probe."""
-    from cudafix.probes.pe import read_pe
+    from cudafix.probes.binfmt.pe import read_pe
     from tests.wintree import pe_files
 
     files = pe_files()
@@ -91,7 +91,7 @@ int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
 def test_driver_probe_never_loads_a_libcuda_of_another_users_directory(tmp_path, other):
     """Activation and `status` dlopened the libcuda.so.1 they located, whoever's directory it was
     in (an LD_LIBRARY_PATH entry another user can write)."""
-    from cudafix.probes import driver
+    from cudafix.probes.machine import driver
 
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:

@@ -25,7 +25,7 @@ import pytest
 
 from cudafix.model.findings import OK, PROBLEM
 from cudafix.model.snapshot import PythonDist, Snapshot, TorchBuild
-from cudafix.probes.node import probe_node
+from cudafix.probes.machine.node import probe_node
 from cudafix.rules import nccl as rnccl
 from tests.conftest import require
 
@@ -46,7 +46,7 @@ VALUES = ["ens", "=eth7", "^eth", "eth7:1", "e", "^", "br", "^=eth7", "=eth", "d
 DRIVER = r"""
 import ctypes, json, os, subprocess, sys
 from cudafix.model.snapshot import Snapshot
-from cudafix.probes.node import probe_node
+from cudafix.probes.machine.node import probe_node
 from cudafix.rules import nccl as rnccl
 lib, values = sys.argv[1], json.loads(sys.argv[2])
 call = "import ctypes,sys; b=ctypes.create_string_buffer(128); sys.exit(ctypes.CDLL(sys.argv[1]).ncclGetUniqueId(b))"

@@ -1,4 +1,4 @@
-"""NVML started on a second thread while pynvml is imported (cudafix/probes/nvml.py, issue 23).
+"""NVML started on a second thread while pynvml is imported (cudafix/probes/machine/nvml.py, issue 23).
 
 Where no NVIDIA driver exists (CI, this machine), on a real shared object built here from
 tests/fixtures/nvml/fake_nvml.c (synthetic: NVML's signatures and documented reference count,
@@ -29,7 +29,7 @@ SOURCE = os.path.join(REPO, "tests", "fixtures", "nvml", "fake_nvml.c")
 # argv[1] a driver marker path that exists, argv[2] how: read / keep / serial / pynvml.
 STEP = r"""
 import ctypes, json, os, sys, time
-from cudafix.probes import gpus, nvml
+from cudafix.probes.machine import gpus, nvml
 
 def threads():
     # the thread has left NVML once nvml.shutdown returns; it may take a moment more to end

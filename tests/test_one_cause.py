@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from cudafix import rules
 from cudafix.model.findings import ERROR, OK, PROBLEM, WARNING
-from cudafix.probes import assume
+from cudafix.probes.machine import assume
 from tests.test_plan_whole_env import h200_rich, yolov9_cu102
 
 CUPY_RUNTIME = 13020

@@ -1,4 +1,4 @@
-"""cudafix.probes.pe against binutils' objdump, llvm-readobj, pefile and cuobjdump, on every DLL and
+"""cudafix.probes.binfmt.pe against binutils' objdump, llvm-readobj, pefile and cuobjdump, on every DLL and
 .pyd of real Windows wheels (torch 2.13.0 CPU, nvidia-cuda-runtime-cu12, nvidia-cuda-nvrtc-cu12,
 cupy-cuda12x; tests/fetch_win_wheels.sh)."""
 
@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from cudafix.probes.fatbin import scan_fatbin_uncached
-from cudafix.probes.pe import nvidia_driver_version, read_pe
+from cudafix.probes.binfmt.fatbin import scan_fatbin_uncached
+from cudafix.probes.binfmt.pe import nvidia_driver_version, read_pe
 from tests.conftest import require
 from tests.test_fatbin import as_cuobjdump_elf, cuobjdump, cuobjdump_list  # noqa: F401 (fixture)
 from tests.wintree import pe_files, pefile_wheel
@@ -126,7 +126,7 @@ def test_nvidia_driver_version_scheme():
 def test_is_pe_never_blocks_on_a_fifo(tmp_path):
     import os
 
-    from cudafix.probes.pe import is_pe
+    from cudafix.probes.binfmt.pe import is_pe
 
     fifo = tmp_path / "x.dll"
     os.mkfifo(str(fifo))

@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from cudafix.probes import libraries
+from cudafix.probes.loader import libraries
 from cudafix.store import cachefile
-from cudafix.probes import toolkits as tk
+from cudafix.probes.pyenv import toolkits as tk
 from tests.conftest import REPO, venv_site_packages
 
 PAST = 1_600_000_000  # an mtime far from "now": results recorded from it are not racy
@@ -79,7 +79,7 @@ def test_status_imports_only_the_report_area(tmp_path):
     # the common forms of status and check run without click (cudafix/cli/fast.py)
     assert not {"click", "cudafix.cli.report", "cudafix.cli.group"} & mods
     assert not {"cudafix.cli.shell", "cudafix.cli.verify", "cudafix.verify"} & mods
-    from cudafix.probes import nvml
+    from cudafix.probes.machine import nvml
 
     if nvml.nvidia_driver_present() is None:
         assert "pynvml" not in mods
@@ -102,7 +102,7 @@ def test_shell_fast_path_still_skips_click():
 
 
 def test_nvml_not_imported_without_a_driver(monkeypatch, tmp_path):
-    from cudafix.probes import gpus, nvml
+    from cudafix.probes.machine import gpus, nvml
 
     monkeypatch.setattr(nvml, "DRIVER_MARKERS", (str(tmp_path / "no-module"),))
     monkeypatch.setitem(sys.modules, "pynvml", None)  # an import attempt would raise
@@ -322,9 +322,9 @@ def test_entries_of_other_code_are_dropped_whole(torch_cu_dir, tmp_path):
 
 
 def test_a_recorded_run_answers_as_a_direct_one(torch_cu_dir):
-    """Recording goes through an explicit filesystem object (probes/loaderfs.py): the same code,
+    """Recording goes through an explicit filesystem object (probes/loader/loaderfs.py): the same code,
     the same answer, and the record holds what the answer rests on."""
-    from cudafix.probes.loaderfs import RecordingFileSystem
+    from cudafix.probes.loader.loaderfs import RecordingFileSystem
 
     env = dict(_base_env(), LD_LIBRARY_PATH="/nonexistent-cudafix:")  # the empty entry: the cwd is searched
     rec = RecordingFileSystem()

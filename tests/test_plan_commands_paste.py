@@ -26,7 +26,7 @@ from cudafix.knowledge import torch_builds as tb
 from cudafix.knowledge.cuda_packages import normalize
 from cudafix.model.snapshot import Snapshot
 from cudafix.plans import planner
-from cudafix.probes import assume
+from cudafix.probes.machine import assume
 from cudafix.render.plan import plan_lines
 from cudafix.render.report import render_check, render_status
 from tests.conftest import require, run_cudafix, venv_site_packages

@@ -27,7 +27,7 @@ from cudafix.knowledge import torch_builds as tb
 from cudafix.model.snapshot import PythonDist, Snapshot, TorchvisionBuild
 from cudafix.plans import planner, simulate
 from cudafix.plans.remedy import driver_gap
-from cudafix.probes import assume
+from cudafix.probes.machine import assume
 from cudafix.model import cuda as cudaver
 from tests.conftest import run_dev_cudafix
 

@@ -32,7 +32,7 @@ from cudafix.knowledge import torch_builds as tb
 from cudafix.model.findings import ERROR, INFO, WARNING
 from cudafix.model.snapshot import Snapshot
 from cudafix.plans import planner, simulate
-from cudafix.probes import assume
+from cudafix.probes.machine import assume
 from cudafix.render.plan import plan_lines
 from cudafix.render.report import render_check, render_status
 

@@ -6,7 +6,7 @@ import ctypes.util
 import os
 import pathlib
 
-from cudafix.probes import driver
+from cudafix.probes.machine import driver
 from tests.conftest import FIXTURES
 
 PROBE = FIXTURES / "probe"
@@ -103,7 +103,7 @@ def test_probe_driver_fake_root_with_unloadable_libcuda(tmp_path, monkeypatch):
     """A driver whose libcuda file can't be loaded: versions from files, cuda_version unknown.
     The loader simulation (which reads under the root too) skips a truncated ELF as ld.so does;
     this is the plain directory search the driver probe falls back to when the simulation fails."""
-    from cudafix.probes import libraries
+    from cudafix.probes.loader import libraries
 
     def broken(*_a, **_k):
         raise RuntimeError("simulation unavailable")

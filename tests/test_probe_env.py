@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cudafix.probes import environment as envp
+from cudafix.probes.pyenv import environment as envp
 
 
 def test_collect_env_keeps_empty_and_drops_unrelated():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, strategies as st
 
 from cudafix.model import visible_devices as vd
-from cudafix.probes import gpus as gp
+from cudafix.probes.machine import gpus as gp
 from cudafix.model.snapshot import GPU
 from tests.conftest import FIXTURES
 

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from cudafix import probes
-from cudafix.probes import host
+from cudafix.probes.machine import host
 from tests.conftest import REPO, require
 
 PYTHONS = sorted(p for p in glob.glob(os.path.expanduser("~/.pyenv/versions/3.*/bin/python3.*"))

@@ -6,8 +6,8 @@ import os
 import pathlib
 import shutil
 
-from cudafix.probes import packages
-from cudafix.probes import toolkits as tk
+from cudafix.probes.pyenv import packages
+from cudafix.probes.pyenv import toolkits as tk
 from tests.conftest import FIXTURES, require, venv_site_packages
 
 PROBE = FIXTURES / "probe"

@@ -6,8 +6,8 @@ import pathlib
 import shutil
 
 
-from cudafix.probes import packages
-from cudafix.probes import torch_build as tb
+from cudafix.probes.pyenv import packages
+from cudafix.probes.pyenv import torch_build as tb
 from cudafix.model import cuda as cudaver
 from tests.conftest import FIXTURES, venv_site_packages
 

@@ -1,4 +1,4 @@
-"""cudafix.probes.host.which (the probes' PATH lookup, without importing shutil) finds what
+"""cudafix.probes.machine.host.which (the probes' PATH lookup, without importing shutil) finds what
 ``shutil.which(cmd, path=PATH)`` finds, on real files: executables, files without the x bit, a
 directory of the same name, symlinks (working and dangling), empty, relative, repeated and
 missing PATH entries.  shutil.which is the truth."""
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudafix.probes.host import which
+from cudafix.probes.machine.host import which
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="the POSIX branch (Windows uses shutil.which itself)")
 

@@ -121,7 +121,8 @@ from cudafix import forks, probes
 from cudafix.probes import ahead
 mode, cache = sys.argv[1], sys.argv[2]
 if mode == "gpus-raise":
-    from cudafix.probes import environment, gpus
+    from cudafix.probes.machine import gpus
+    from cudafix.probes.pyenv import environment
     def boom(*a, **k): raise RuntimeError("no GPU probe today")
     gpus.probe_gpus = boom
     environment.probe_jit_cache = boom  # a later probe fails too: probe_errors keeps the serial order
@@ -246,7 +247,7 @@ def test_which_jobs_pay(tmp_path):
     """The documented rule (BIG_WALKS_BYTES): the scan runs ahead with no stored walks or big ones;
     NVML only where a driver is loaded and the probe root is the machine's own."""
     from cudafix.probes import ahead
-    from cudafix.probes.dirwalk import WALKS_FILE
+    from cudafix.probes.pyenv.dirwalk import WALKS_FILE
 
     cache = tmp_path / "c"
     cache.mkdir()
@@ -268,7 +269,7 @@ import ctypes, json, os, subprocess, sys
 PR_SET_CHILD_SUBREAPER = 36
 assert ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 # the GPU job's after-answer step (NVML's shutdown) made slow: its child has answered, not exited
-code = "import functools, time; from cudafix.probes import ahead, nvml; ahead.start = functools.partial(ahead.start, always=True); " \
+code = "import functools, time; from cudafix.probes import ahead; from cudafix.probes.machine import nvml; ahead.start = functools.partial(ahead.start, always=True); " \
        "nvml.shutdown = lambda: time.sleep(0.5); from cudafix.cli import run; run(['status', '--json'])"
 p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
 left = []
@@ -295,8 +296,9 @@ def test_no_child_outlives_the_command(tv_python, tmp_path):
 # is empty).
 EXAMINE_ALL = r"""
 import json, os, sys, time
-from cudafix.probes import ahead, extensions as E
-from cudafix.probes.dirwalk import DirCache, walk
+from cudafix.probes import ahead
+from cudafix.probes.pyenv import extensions as E
+from cudafix.probes.pyenv.dirwalk import DirCache, walk
 files = sorted({real for site in sys.argv[1:] for _p, real in walk(site, E.MAX_DEPTH, DirCache(None, E.is_shared_object_name))})
 work = lambda share: time.sleep(0.005) or {p: (os.getpid(), E.examine(p)) for p in share}
 got = ahead.split_work([(p, os.path.getsize(p)) for p in files], 4, work, E.PARALLEL_MIN_FILES)
@@ -319,11 +321,11 @@ def test_split_work_splits_the_cold_scan(tv_python, tmp_path):
 
 
 def test_cold_scan_with_workers_is_the_serial_scan(tv_python, tmp_path):
-    code = ("import json, os, sys, dataclasses; from cudafix.probes import extensions as E\n"
+    code = ("import json, os, sys, dataclasses; from cudafix.probes.pyenv import extensions as E\n"
             "sites = sys.argv[2:]\n"
             "a = E.probe_extensions(sites, dict(os.environ), cache_dir=sys.argv[1] + '/a', workers=1)\n"
             "b = E.probe_extensions(sites, dict(os.environ), cache_dir=sys.argv[1] + '/b', workers=3)\n"
-            "from cudafix.probes.dirwalk import DIRS_FILE, WALKS_FILE\n"
+            "from cudafix.probes.pyenv.dirwalk import DIRS_FILE, WALKS_FILE\n"
             "c = [json.load(open(sys.argv[1] + d + '/' + E.CACHE_FILE)) for d in ('/a', '/b')]\n"
             "w = [[json.load(open(sys.argv[1] + d + '/' + f)) for f in (DIRS_FILE, WALKS_FILE)] for d in ('/a', '/b')]\n"
             "print(json.dumps([dataclasses.asdict(a) == dataclasses.asdict(b), c[0] == c[1] and w[0] == w[1],\n"

@@ -20,7 +20,7 @@ PROBE = r"""
 import sys
 compiled = []
 sys.addaudithook(lambda ev, args: ev == "compile" and "pynvml" in str(args[1]) and compiled.append(args[1]))
-from cudafix.probes.nvml import import_pynvml
+from cudafix.probes.machine.nvml import import_pynvml
 m = import_pynvml()
 print(m.__file__, len(compiled), sys.dont_write_bytecode, sys.pycache_prefix)
 """

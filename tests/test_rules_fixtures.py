@@ -57,7 +57,7 @@ for _m in TORCHVISION_NVJPEG_READ["extensions"]["modules"]:
     if _m["path"].endswith("/libnvjpeg.36e11081.so.13"):
         _m.update(cudart_version=13000, cudart="13")
 # WSL 2 states over the H200 recording (synthetic: the layouts of tests/fixtures/wsl/SOURCES.md as
-# cudafix.probes.wsl reads them from tests/wsltree.py's trees; no kernel module, /dev/dxg, the
+# cudafix.probes.machine.wsl reads them from tests/wsltree.py's trees; no kernel module, /dev/dxg, the
 # Windows driver's libcuda; NVML still names the GPU, as it does on WSL).
 _WSL_LIB = "/usr/lib/wsl/lib/"
 
@@ -152,7 +152,7 @@ BUILT = {  # name -> (base, overrides)
         "env.CUDA_VISIBLE_DEVICES": "1,0", "gpus.visible": [1, 0]}),
     "mixed GPUs + CUDA_DEVICE_ORDER=PCI_BUS_ID": ("snapshots/mixed_gpus_device_order.json", {
         "env.CUDA_DEVICE_ORDER": "PCI_BUS_ID", "gpus.visible": [0, 1], "gpus.unknown.visible": DELETE}),
-    # the `import torch` simulation (cudafix.probes.torchload) laid onto the H200 recording (recorded
+    # the `import torch` simulation (cudafix.probes.loader.torchload) laid onto the H200 recording (recorded
     # before that probe existed): the answers measured on real views of the torch 2.14.1+cu130 venv
     # (tests/test_broken_installs.py: no nvidia-cudnn-cu13; nvidia-nvjitlink 13.0.39), and a complete one
     "h200 + import torch simulated, complete": _imported(_IMPORT_OK),

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import cudafix.probes as probes
-from cudafix.probes import driver as driver_probe
+from cudafix.probes.machine import driver as driver_probe
 from cudafix.model.snapshot import SCHEMA, Snapshot
 
 MINE = ("host", "python", "env", "driver", "gpus", "toolkits", "torch", "torchvision", "jit_cache")

@@ -30,7 +30,7 @@ def test_version_matches_package():
 
 
 def test_env_names_cover_what_the_probes_read():
-    from cudafix.probes import environment
+    from cudafix.probes.pyenv import environment
 
     missing = [n for n in environment.VARIABLES if n not in hookcache.ENV_NAMES]
     assert missing == []

@@ -1,4 +1,4 @@
-"""The `import torch` simulation's whole answer is kept by what it read (cudafix/probes/torchload.py
+"""The `import torch` simulation's whole answer is kept by what it read (cudafix/probes/loader/torchload.py
 over loaderfs.cached_run): a warm `status` re-stats those files instead of binding the symbols
 again.  Judged on a real install (a view of the torch-cu venv: torch 2.14.1+cu130 and its CUDA 13
 wheels, tests/broken_installs.py): a hit equals a fresh run and runs no simulation; after a wheel
@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from cudafix.probes import torchload
+from cudafix.probes.loader import torchload
 from cudafix.store import cachefile
 from tests import broken_installs as bi
 from tests.test_broken_installs import _need, _paths
@@ -92,7 +92,7 @@ def _nm_cuda_imports(path: str, torch_own: bool):
     import re
     import subprocess
 
-    from cudafix.probes.loadersim import is_cuda_soname
+    from cudafix.probes.loader.loadersim import is_cuda_soname
 
     ver = subprocess.run(["readelf", "-V", "-W", path], stdout=subprocess.PIPE, check=True).stdout.decode()
     cuda_versions, current = set(), None
@@ -119,8 +119,8 @@ def _nm_cuda_imports(path: str, torch_own: bool):
 
 
 def test_the_filtered_symbol_read_equals_binutils():
-    from cudafix.probes import elfsym
-    from cudafix.probes.loadersim import is_cuda_soname
+    from cudafix.probes.binfmt import elfsym
+    from cudafix.probes.loader.loadersim import is_cuda_soname
 
     site = bi.site_of(_need("torch-cu"))
     libs = sorted((site / "torch" / "lib").glob("libtorch_cuda*.so")) + sorted((site / "nvidia").rglob("libcusparse.so*"))

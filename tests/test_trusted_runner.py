@@ -199,7 +199,7 @@ def _nvcc(path: pathlib.Path, body: str) -> pathlib.Path:
 def test_nvcc_of_another_user_is_never_run(tmp_path, other):
     """`$CUDA_HOME/bin/nvcc` of another user: 89c72a4 ran it (as root here) from status,
     activation and `import torch`'s cold path."""
-    from cudafix.probes import toolkits
+    from cudafix.probes.pyenv import toolkits
 
     os.chmod(str(tmp_path), 0o755)
     marker = tmp_path / "ran"
@@ -215,7 +215,7 @@ def test_nvcc_of_another_user_is_never_run(tmp_path, other):
 
 def test_hanging_nvcc_costs_its_timeout_and_no_more(tmp_path):
     """An nvcc whose child holds the pipe: 89c72a4 waited for the child after the timeout (here 30 s)."""
-    from cudafix.probes import toolkits
+    from cudafix.probes.pyenv import toolkits
 
     pidfile = tmp_path / "pid"
     nvcc = _nvcc(tmp_path / "cuda" / "bin" / "nvcc", "sleep 30 &\necho $! > %s\nwait\n" % pidfile)

@@ -23,7 +23,8 @@ from cudafix.knowledge import arch_drivers
 from cudafix.model.findings import BUILD, ERROR, INFO, OK, PROBLEM, UNKNOWN, WARNING, Rule
 from cudafix.model.snapshot import Snapshot
 from cudafix.hook import plan as hookplan
-from cudafix.probes import assume, pci, take_snapshot
+from cudafix.probes import take_snapshot
+from cudafix.probes.machine import assume, pci
 from tests.conftest import FIXTURES, VENVS, run_dev_cudafix
 from tests.snapbuild import snap
 

@@ -1,4 +1,4 @@
-"""cudafix.probes.versionpy against the truth, ``ast``: the line reading gives ``ast``'s answer
+"""cudafix.probes.pyenv.versionpy against the truth, ``ast``: the line reading gives ``ast``'s answer
 or steps aside, on every real version.py of the test venvs and on generated texts built from
 the pieces that could fool a line reader (strings holding '#', comments holding quotes,
 brackets opened in a block and closed at column 0, one-line compound statements, ...).  The
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cudafix.probes import versionpy as vp
+from cudafix.probes.pyenv import versionpy as vp
 from tests.conftest import REPO
 
 VENVS = os.environ.get("CUDAFIX_TEST_VENVS") or os.path.expanduser("~/.cache/cudafix-venvs")
@@ -74,7 +74,7 @@ def test_the_line_reading_never_imports_ast():
     paths = _real_version_files()
     # the module alone, by its file: the cudafix.probes package imports dataclasses (and so ast)
     code = ("import sys, importlib.util, cudafix.model.lazyre\n"
-            "spec = importlib.util.spec_from_file_location('versionpy', 'cudafix/probes/versionpy.py')\n"
+            "spec = importlib.util.spec_from_file_location('versionpy', 'cudafix/probes/pyenv/versionpy.py')\n"
             "v = importlib.util.module_from_spec(spec); spec.loader.exec_module(v)\n"
             "had = 'ast' in sys.modules\n"
             "for p in sys.argv[1:]:\n"

@@ -1,4 +1,4 @@
-"""torch's wheel requirements (cudafix/probes/wheelreqs.py) are parsed once per torch and kept by
+"""torch's wheel requirements (cudafix/probes/pyenv/wheelreqs.py) are parsed once per torch and kept by
 the stat of the METADATA files they come from: the same entries from the cache, parsed again when
 a METADATA file changes (the real torch 2.14.1 + cuda-toolkit dist-info of the torch-cu venv,
 copied)."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from cudafix.probes import wheelreqs
+from cudafix.probes.pyenv import wheelreqs
 from tests.conftest import venv_site_packages
 
 

@@ -1,8 +1,8 @@
-"""The simulation of torch's Windows DLL loading (cudafix.probes.windlls) on the real torch 2.13.0
+"""The simulation of torch's Windows DLL loading (cudafix.probes.loader.windlls) on the real torch 2.13.0
 win_amd64 wheel (tests/fetch_win_wheels.sh), one dependency removed at a time.
 
 The expected failure is computed from binutils' objdump -p import tables (independent of
-cudafix.probes.pe) and the order torch/__init__.py loads torch\\lib\\*.dll in (glob: NTFS name order).
+cudafix.probes.binfmt.pe) and the order torch/__init__.py loads torch\\lib\\*.dll in (glob: NTFS name order).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from cudafix.knowledge import windows as K
-from cudafix.probes.windlls import simulate_import
+from cudafix.probes.loader.windlls import simulate_import
 from tests.conftest import require
 from tests.wintree import wheel_dir
 

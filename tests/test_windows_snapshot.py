@@ -1,4 +1,4 @@
-"""A Windows snapshot, synthetic from real files: the Windows code paths (cudafix.probes.windows,
+"""A Windows snapshot, synthetic from real files: the Windows code paths (cudafix.probes.loader.windows,
 windlls, pe; torch_build on the wheel's own version.py) run over the real torch 2.13.0 win_amd64
 wheel unpacked here (no Windows machine exists here: System32 is assumed standard and the commit
 limit is stated per test).  Then `cudafix status --from` / `check --from` on it."""
@@ -12,8 +12,8 @@ import sys
 
 from cudafix import rules
 from cudafix.model.snapshot import GPU, PythonInfo, Snapshot
-from cudafix.probes import torch_build
-from cudafix.probes.windows import probe_windows
+from cudafix.probes.loader.windows import probe_windows
+from cudafix.probes.pyenv import torch_build
 from tests.conftest import REPO
 from tests.test_windows_dlls import tree
 from tests.wintree import wheel_dir
@@ -32,7 +32,7 @@ def win_snapshot(site: str, commit_limit=None) -> Snapshot:
     snap.windows.commit_limit_bytes = commit_limit
     # Stated, as a Windows recording would hold them: the machine of entbappy/YOLO-v8-Object-Detection#7
     # (nvidia-smi: NVIDIA GeForce RTX 3060 Laptop GPU, 6 GiB, driver 560.94, CUDA 12.6), the GPU from
-    # NVML (nvml.dll), the driver from nvcuda.dll's version resource (cudafix.probes.windows.read_nvcuda).
+    # NVML (nvml.dll), the driver from nvcuda.dll's version resource (cudafix.probes.loader.windows.read_nvcuda).
     snap.gpus.gpus = [GPU(index=0, name="NVIDIA GeForce RTX 3060 Laptop GPU", compute_capability="8.6", memory_mib=6144,
                           found_via="NVML (stated from the report)")]
     snap.driver.libcuda_path = r"C:\Windows\System32\nvcuda.dll"

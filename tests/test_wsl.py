@@ -14,7 +14,7 @@ import pytest
 
 from cudafix import probes, rules
 from cudafix.model.findings import ERROR, INFO, WARNING
-from cudafix.probes.wsl import probe_wsl
+from cudafix.probes.machine.wsl import probe_wsl
 from cudafix.store.paths import probe_root
 from tests import wsltree
 from tests.conftest import REPO, require

@@ -20,8 +20,8 @@ import sys
 import pytest
 
 from cudafix import probes
-from cudafix.probes.loaderfs import FileSystem
-from cudafix.probes.loadersim import LoaderSim
+from cudafix.probes.loader.loaderfs import FileSystem
+from cudafix.probes.loader.loadersim import LoaderSim
 from tests import extbuild, wsltree
 from tests.conftest import require
 from tests.test_wsl import venv_python
@@ -177,7 +177,7 @@ def test_extension_scan_reads_the_tree(tmp_path, scenario):
 def test_machine_paths_and_the_envs_own(tmp_path):
     """What is re-rooted (docs/wsl.md "One root"): a machine path goes under the root; one already
     inside the tree or inside the env's prefix, a relative one, and everything under "/" stay."""
-    from cudafix.probes.host import machine_path
+    from cudafix.probes.machine.host import machine_path
 
     root, env_prefix = str(tmp_path / "root"), str(tmp_path / "venv")
     assert machine_path("/", "/usr/lib/wsl/lib") == "/usr/lib/wsl/lib"

@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from cudafix.knowledge import alloc_conf as table
 from cudafix.knowledge import alloc_syntax
-from cudafix.probes.alloc_conf import read_alloc_keys
+from cudafix.probes.pyenv.alloc_conf import read_alloc_keys
 
 STRINGS: Tuple[str, ...] = (
     "expandable_segments:True",
@@ -131,7 +131,7 @@ def torch_dir(venv: str) -> Optional[str]:
 
 
 def torch_version(tdir: str) -> str:
-    from cudafix.probes.torch_build import parse_version_py
+    from cudafix.probes.pyenv.torch_build import parse_version_py
 
     with open(os.path.join(tdir, "version.py"), encoding="utf-8") as fh:
         vp = parse_version_py(fh.read())
@@ -283,7 +283,7 @@ def render(rows: List[dict]) -> str:
         if v:
             lines.append("- torch %s (`%s` venv): %s" % (v[0], name, _how_text(how)))
     lines += ["", "cudafix's verdict uses only the option names read from that torch's libraries "
-              "(`cudafix/probes/alloc_conf.py`) and the value rules of `cudafix/knowledge/alloc_syntax.py`. "
+              "(`cudafix/probes/pyenv/alloc_conf.py`) and the value rules of `cudafix/knowledge/alloc_syntax.py`. "
               "torch 2.13.0 is a CPU build: the CUDA allocator never reads the variable (torch accepts anything).", ""]
     lines.append("| value | " + " | ".join("torch %s" % v for _, v in versions) + " |")
     lines.append("|---|" + "---|" * len(versions))

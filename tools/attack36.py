@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 
 HERE = pathlib.Path(__file__).resolve().parent.parent
 FILES = ["tests/test_trusted_loader.py", "tests/test_trusted_runner.py", "tests/test_deploy_hardening.py",
-         "tests/test_low_hardening36.py", "tests/worldenv.py"]
+         "tests/test_low_hardening36.py", "tests/test_libraries.py", "tests/test_fleet_input.py", "tests/worldenv.py"]
 # the earlier passes' attack tests, the tree's own: they must still pass
 EARLIER = ["tests/test_warm_trust.py", "tests/test_hook_hardening.py", "tests/test_low_hardening.py", "tests/test_child_cwd.py"]
 # test (prefix) -> severity, the issue's item
@@ -48,6 +48,9 @@ SEVERITY = [
     ("test_tcsh_activation_never_runs_rm_from_path", "Low", "tcsh rm via PATH"),
     ("test_crafted_pe_section_name_is_a_reason_not_a_crash", "Low", "PE section name"),
     ("test_driver_probe_never_loads_a_libcuda_of_another_users_directory", "Low", "libcuda in anyone's dir"),
+    ("test_torch_214_loads_its_own_nvjitlink_first_so_the_shadow_never_wins", "Low", "lib-shadowed: torch's own nvJitLink"),
+    ("test_a_plain_stream_of_many_nodes_says_nothing_vouches_for_their_names", "Low", "a stream claims 100 nodes"),
+    ("test_a_ray_node_output_is_one_node_named_by_ray", "Low", "a Ray node claims more nodes"),
 ]
 
 

@@ -105,9 +105,9 @@ CHILD = "import ctypes, sys; L = ctypes.CDLL(sys.argv[1]); L.cfx_error.restype =
 def run(src: str, out: str) -> int:
     src = os.path.abspath(src)
     from cudafix.knowledge import compat
-    from cudafix.probes import driver as pdriver
-    from cudafix.probes.cudart_static import static_cudart_version
-    from cudafix.probes.fatbin import scan_fatbin_uncached
+    from cudafix.probes.binfmt.cudart_static import static_cudart_version
+    from cudafix.probes.binfmt.fatbin import scan_fatbin_uncached
+    from cudafix.probes.machine import driver as pdriver
     from cudafix.store.paths import probe_root  # noqa: F401  (the probes read the real root here)
 
     info = pdriver.probe_driver()

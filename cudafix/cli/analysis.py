@@ -53,7 +53,7 @@ def _assume_values(driver: Optional[str], gpus: Sequence[str]) -> Tuple[Optional
     env_gpus: List[str] = []
     if not driver or not gpus:
         if os.environ.get("CUDAFIX_ASSUME_DRIVER") or os.environ.get("CUDAFIX_ASSUME_GPU"):
-            from cudafix.probes import assume
+            from cudafix.probes.machine import assume
 
             try:
                 got = assume.from_env(os.environ)
@@ -67,7 +67,7 @@ def _validate_assume(driver: Optional[str], gpus: Optional[Sequence[str]], given
     """Reject a bad --assume-* value (or $CUDAFIX_ASSUME_*) before anything is probed."""
     if not driver and not gpus:
         return
-    from cudafix.probes import assume
+    from cudafix.probes.machine import assume
 
     try:
         if driver:
@@ -85,7 +85,7 @@ def _validate_assume(driver: Optional[str], gpus: Optional[Sequence[str]], given
 def _apply_assume(snap: Snapshot, driver: Optional[str], gpus: Sequence[str]) -> Snapshot:
     if not driver and not gpus:
         return snap
-    from cudafix.probes import assume
+    from cudafix.probes.machine import assume
 
     try:
         return assume.apply(snap, driver, list(gpus))

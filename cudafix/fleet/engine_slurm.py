@@ -4,7 +4,7 @@
 
 ``%n`` is the node's index in the job (https://slurm.schedmd.com/srun.html, "filename pattern"):
 one file per node, whatever the host names (several slurmd on one host share a hostname, so
-``%N`` would not do).  Each snapshot names its node itself (SLURMD_NODENAME: cudafix/probes/node.py).
+``%N`` would not do).  Each snapshot names its node itself (SLURMD_NODENAME: cudafix/probes/machine/node.py).
 """
 
 from __future__ import annotations

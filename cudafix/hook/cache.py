@@ -37,7 +37,7 @@ from cudafix.store import cachefile, paths, safefs
 ENV_B = frozenset(n.encode("ascii") for n in env_vars.names(env_vars.HOOK))
 
 # ENV_NAMES: the variables of the fingerprint, as str (a test keeps them a superset of what
-# cudafix.probes.environment reads)
+# cudafix.probes.pyenv.environment reads)
 ENV_NAMES = tuple(sorted(n.decode("ascii") for n in ENV_B))
 
 

@@ -1,6 +1,6 @@
 """PYTORCH_CUDA_ALLOC_CONF checked the way the installed torch's parser reads it.
 
-The option names come from torch's own libraries (cudafix.probes.alloc_conf -> AllocConfKeys);
+The option names come from torch's own libraries (cudafix.probes.pyenv.alloc_conf -> AllocConfKeys);
 this module knows how each parser generation splits the value and which values it refuses.
 Three generations, told apart by the parser's own texts in the library:
 

@@ -2,7 +2,7 @@
 
 One row per variable.  Everything else derives from this table:
 
-- ``cudafix.probes.environment.VARIABLES``: the rows read by :data:`PROBE` (recorded in the
+- ``cudafix.probes.pyenv.environment.VARIABLES``: the rows read by :data:`PROBE` (recorded in the
   snapshot's ``env``; any other variable starting with one of :data:`PROBE_PREFIXES` is recorded
   too);
 - ``cudafix.hook.cache.ENV_B``: the rows read by :data:`HOOK` (the startup hook's fingerprint,
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 from cudafix.model.record import record
 
-PROBE = "probe"  # recorded in the snapshot by cudafix/probes/environment.py
+PROBE = "probe"  # recorded in the snapshot by cudafix/probes/pyenv/environment.py
 HOOK = "hook"  # part of the startup hook's fingerprint (cudafix/hook/runtime.py)
 ACTIVATION = "activation"  # part of the activation cache's key (cudafix/activation/runtime.py)
 READERS = (PROBE, HOOK, ACTIVATION)
@@ -56,7 +56,7 @@ VENV = "https://docs.python.org/3/library/venv.html"
 PY_CMDLINE = "https://docs.python.org/3/using/cmdline.html#environment-variables"
 POSIX_ENV = "https://pubs.opengroup.org/onlinepubs/9799919799/basedefs/V1_chap08.html"
 XDG = "https://specifications.freedesktop.org/basedir-spec/latest/"
-CUDAFIX_ASSUME = "cudafix/probes/assume.py"
+CUDAFIX_ASSUME = "cudafix/probes/machine/assume.py"
 
 
 @record(frozen=True)

@@ -1,4 +1,4 @@
-"""Windows facts the DLL-search simulation (cudafix/probes/windlls.py) needs, each with its source.
+"""Windows facts the DLL-search simulation (cudafix/probes/loader/windlls.py) needs, each with its source.
 
 Where the Windows loader looks (https://learn.microsoft.com/en-us/windows/win32/dlls/dynamic-link-library-search-order):
 - LoadLibraryExW with LOAD_LIBRARY_SEARCH_DEFAULT_DIRS | LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR (0x1100,

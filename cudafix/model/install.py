@@ -1,5 +1,5 @@
 """The install section of a Snapshot: whether `import torch` finds the libraries torch's own
-binaries need in the env's wheels, predicted without importing (cudafix.probes.torchload)."""
+binaries need in the env's wheels, predicted without importing (cudafix.probes.loader.torchload)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class TorchImport:
     probed: bool = False  # False: not probed (an older snapshot) -- rules answer unknown
     error: Optional[str] = None  # the last line of the traceback, e.g. "OSError: libcudnn.so.8: cannot open ..."
     stage: str = ""  # where: "libtorch_global_deps" | "preload" | "torch._C"
-    preloader: str = ""  # torch/__init__.py's fallback, read from the installed file (cudafix.probes.torchload)
+    preloader: str = ""  # torch/__init__.py's fallback, read from the installed file (cudafix.probes.loader.torchload)
     breaks: List[InstallBreak] = dataclasses.field(default_factory=list)
     found_via: Dict[str, str] = dataclasses.field(default_factory=_field_dict)
     unknown: Dict[str, str] = dataclasses.field(default_factory=_field_dict)

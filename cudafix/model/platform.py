@@ -30,7 +30,7 @@ class WslFile:
 
 @record
 class WslInfo:
-    """WSL 2: the Windows host's driver as the distribution sees it (cudafix.probes.wsl).
+    """WSL 2: the Windows host's driver as the distribution sees it (cudafix.probes.machine.wsl).
 
     ``probed`` False (a snapshot from an older cudafix): every WSL rule answers unknown.
     """
@@ -52,7 +52,7 @@ class WslInfo:
 
 @record
 class WindowsInfo:
-    """Native Windows: what ``import torch`` will do with its DLLs (cudafix.probes.windows).
+    """Native Windows: what ``import torch`` will do with its DLLs (cudafix.probes.loader.windows).
 
     ``probed`` False: not a Windows snapshot (or an older cudafix); the Windows rules say so.
     """
@@ -60,7 +60,7 @@ class WindowsInfo:
     probed: bool = False
     system32_listed: bool = False  # True: System32's names were read; False: the standard set was assumed
     vc_runtime: Optional[bool] = None  # msvcp140.dll in System32 (the VC++ Redistributable)
-    dll_failure: Optional[Dict[str, Any]] = None  # cudafix.probes.windlls.DllFailure as a dict
+    dll_failure: Optional[Dict[str, Any]] = None  # cudafix.probes.loader.windlls.DllFailure as a dict
     dll_bytes: Optional[int] = None  # torch\lib\*.dll + the nvidia wheels' DLLs, what each process maps
     commit_limit_bytes: Optional[int] = None  # GlobalMemoryStatusEx ullTotalPageFile (RAM + pagefile)
     nvcuda: Optional[str] = None  # System32\\nvcuda.dll, the driver's CUDA library

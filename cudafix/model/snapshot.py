@@ -145,7 +145,7 @@ class PythonDist:
 @record
 class AllocConfKeys:
     """Which PYTORCH_CUDA_ALLOC_CONF option names the installed torch's own parser spells out,
-    read from the strings of its libraries (cudafix.probes.alloc_conf; docs/alloc-conf.md)."""
+    read from the strings of its libraries (cudafix.probes.pyenv.alloc_conf; docs/alloc-conf.md)."""
 
     libraries: List[str] = dataclasses.field(default_factory=list)  # the files read (libc10_cuda.so, libc10.so)
     parser: str = ""  # "regex" (1.x), "lexer" (<= 2.8), "tokenizer" (2.9+): how torch splits the value
@@ -318,7 +318,7 @@ class ExtensionModule:
     missing_demangled: Optional[str] = None  # the first missing symbol, demangled
     checked_against: Optional[str] = None  # the torch/lib directory the symbols were looked up in
     # The first DT_NEEDED library ld.so cannot find when this module is loaded after `import torch`
-    # (breadth first, as ld.so maps them, before any symbol is bound; cudafix.probes.extload);
+    # (breadth first, as ld.so maps them, before any symbol is bound; cudafix.probes.pyenv.extload);
     # looked up only for modules with missing torch symbols.  None: none missing, or not looked up.
     missing_needed: Optional[str] = None
     missing_needed_by: str = ""  # the object whose DT_NEEDED names it (the module or one of its libraries)

@@ -170,7 +170,8 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     children, each used where it was started for this snapshot's inputs, else run here."""
     from cudafix import __version__
     from cudafix.model.snapshot import Snapshot
-    from cudafix.probes import environment, machine
+    from cudafix.probes.machine import machine
+    from cudafix.probes.pyenv import environment
     from cudafix.store.paths import probe_root
 
     env = dict(os.environ if env is None else env)
@@ -183,7 +184,7 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     keep = kept_dirs(prefix, root)  # under a probe root, the env's own dirs are still read where they are
     snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
 
-    # the host, the node, the driver, the hardware, WSL, the JIT cache (cudafix/probes/machine.py)
+    # the host, the node, the driver, the hardware, WSL, the JIT cache (cudafix/probes/machine/machine.py)
     machine_key = machine.key(env, root, use_nvml, call_driver_api, keep, cache_dir)
     machine_job = ahead.machine(machine_key) if ahead is not None else None
     if machine_job is None:
@@ -194,7 +195,6 @@ def take_snapshot(python: Optional[str] = None, env: Optional[Mapping[str, str]]
     _probe_python_env(snap, env, sys_path, prefix, usr_local, cache_dir, scan_arch)
     _guard(snap, "libraries", lambda: _probe_libraries(snap, env, sys_path, cache_dir, root, keep))
     _guard(snap, "torch_import", lambda: _probe_torch_import(snap, env, sys_path, cache_dir, root, keep))
-
     ext_job = ahead.extensions() if ahead is not None else None
     ext_kwargs = None
     if scan_arch and scan_extensions and sys_path is not None:
@@ -238,7 +238,7 @@ def _probe_python(snap: Snapshot, python: Optional[str], env: Mapping[str, str])
 
 
 def _probe_gpus(snap: Snapshot, env: Mapping[str, str], root: str, use_nvml: bool) -> None:
-    from cudafix.probes import gpus
+    from cudafix.probes.machine import gpus
 
     g = _guard(snap, "gpus", lambda: gpus.probe_gpus(env, root=root, use_nvml=use_nvml))
     if g is not None:
@@ -248,7 +248,7 @@ def _probe_gpus(snap: Snapshot, env: Mapping[str, str], root: str, use_nvml: boo
 def _probe_python_env(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]], prefix: Optional[str],
                       usr_local: str, cache_dir: Optional[str], scan_arch: bool) -> None:
     """The toolkits, then what the env has installed: torch, torchvision, what pins torch."""
-    from cudafix.probes import toolkits, torch_build
+    from cudafix.probes.pyenv import toolkits, torch_build
 
     tk = _guard(snap, "toolkits", lambda: toolkits.probe_toolkits(env, prefix=prefix, sys_path=sys_path, usr_local=usr_local,
                                                                   cache_dir=cache_dir))
@@ -273,7 +273,7 @@ def _probe_python_env(snap: Snapshot, env: Mapping[str, str], sys_path: Optional
 
 def _probe_libraries(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]], cache_dir: Optional[str],
                      root: str, keep: Tuple[str, ...]) -> None:
-    from cudafix.probes.libraries import probe_libraries  # type: ignore  # the loader-simulation module
+    from cudafix.probes.loader.libraries import probe_libraries  # type: ignore  # the loader-simulation module
 
     primary = snap.primary_torch
     snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir, root=root, keep=keep,
@@ -282,9 +282,9 @@ def _probe_libraries(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[
 
 def _probe_torch_import(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]], cache_dir: Optional[str],
                         root: str, keep: Tuple[str, ...]) -> None:
-    """`import torch` simulated (cudafix/probes/torchload.py); not on Windows, where torch's DLL
-    loading is cudafix/probes/windows.py's, nor without the target's sys.path."""
-    from cudafix.probes.torchload import probe_torch_import
+    """`import torch` simulated (cudafix/probes/loader/torchload.py); not on Windows, where torch's DLL
+    loading is cudafix/probes/loader/windows.py's, nor without the target's sys.path."""
+    from cudafix.probes.loader.torchload import probe_torch_import
 
     if sys_path is None or (snap.python.platform or "linux").startswith("win"):
         return
@@ -295,13 +295,13 @@ def _probe_torch_import(snap: Snapshot, env: Mapping[str, str], sys_path: Option
 
 
 def _probe_extensions(snap: Snapshot, kwargs: Dict[str, Any]) -> None:
-    from cudafix.probes.extensions import probe_extensions
+    from cudafix.probes.pyenv.extensions import probe_extensions
 
     snap.extensions = probe_extensions(**kwargs)
 
 
 def _probe_windows(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]]) -> None:
-    from cudafix.probes.windows import probe_windows
+    from cudafix.probes.loader.windows import probe_windows
 
     primary = snap.primary_torch
     win = _guard(snap, "windows", lambda: probe_windows(primary.package_dir if primary else None, snap.python.version, env,
@@ -343,7 +343,7 @@ def _in_probe_order(errors: Dict[str, str]) -> Dict[str, str]:
 
 def kept_dirs(prefix: Optional[str], root: str) -> Tuple[str, ...]:
     """The inspected env's own directories, read where they are under a probe root
-    (cudafix.probes.host.machine_path, docs/wsl.md) -- unless the prefix is the system's own
+    (cudafix.probes.machine.host.machine_path, docs/wsl.md) -- unless the prefix is the system's own
     (/usr: a distribution's python), whose libraries the tree has."""
     return (prefix,) if prefix and root != "/" and os.path.normpath(prefix) not in SYSTEM_PREFIXES else ()
 
@@ -352,7 +352,7 @@ def extension_kwargs(sys_path: List[str], env: Mapping[str, str], prefix: Option
                      primary: Optional[TorchBuild], python_version: str, cache_dir: Optional[str], root: str,
                      keep: Tuple[str, ...]) -> Dict[str, Any]:
     """The arguments of the extension scan (probe_extensions) for an env and its primary torch."""
-    from cudafix.probes.extensions import extension_tag
+    from cudafix.probes.pyenv.extensions import extension_tag
 
     tag = extension_tag(python_version, primary.cuda, primary.hip) if primary else None
     return {"sys_path": list(sys_path), "env": dict(env), "prefix": prefix, "conda": conda,

@@ -6,10 +6,10 @@ pynvml, nvmlInit, the first handle) and the extension scan the largest of them (
 docs/benchmarks.md, "Figures behind the code").  None of the command's imports is needed to
 probe, and the two big probes need nothing the others compute.  So the command forks a child for the GPU probe and one
 for the extension scan where each pays, one for the probes that read the machine alone
-(cudafix/probes/machine.py) where a CPU is free for it (:func:`start`), then a child that takes
+(cudafix/probes/machine/machine.py) where a CPU is free for it (:func:`start`), then a child that takes
 the snapshot with their answers and runs every other probe (:func:`snapshot_job`), and imports
 what it needs itself meanwhile.  The GPU child is forked first, before the model is imported:
-in it NVML starts on a thread while pynvml and the model are imported (cudafix/probes/nvml.py).
+in it NVML starts on a thread while pynvml and the model are imported (cudafix/probes/machine/nvml.py).
 Each child (cudafix/forks.py) runs the same probe functions the serial path runs and sends its
 return value back pickled through a pipe.  The answers are the probes' own, taken fresh on every run: nothing is cached that the
 serial path does not cache.
@@ -131,18 +131,18 @@ BIG_WALKS_BYTES = 512 * 1024
 
 
 def _nvml_work(root: str, use_nvml: bool) -> bool:
-    from cudafix.probes.nvml import nvidia_driver_present
+    from cudafix.probes.machine.nvml import nvidia_driver_present
 
     return use_nvml and nvidia_driver_present(root) is not None
 
 
 def _gpus_job(env: Dict[str, str], root: str, use_nvml: bool) -> Any:
-    from cudafix.probes import nvml
+    from cudafix.probes.machine import nvml
 
     if use_nvml and root == "/" and nvml.nvidia_driver_present(root) is not None:
         nvml.begin()  # first: NVML's start runs beside every import of this child (read_nvml_gpus would begin it later)
     # imported here, in the child: the model it builds on is not the GPU fork's to wait for
-    from cudafix.probes import gpus
+    from cudafix.probes.machine import gpus
 
     return gpus.probe_gpus(env, root=root, use_nvml=use_nvml, keep_nvml=True)
 
@@ -157,7 +157,7 @@ def _shared_imports() -> None:
 
 
 def _scan_work(cache_dir: Optional[str]) -> bool:
-    from cudafix.probes.dirwalk import WALKS_FILE
+    from cudafix.probes.pyenv.dirwalk import WALKS_FILE
 
     if not cache_dir:
         return True
@@ -209,7 +209,7 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     use_nvml = root == "/"
     jobs: Dict[str, Job] = {}
     if always or _nvml_work(root, use_nvml):
-        from cudafix.probes import nvml
+        from cudafix.probes.machine import nvml
 
         # NVML is shut down after the answer is sent (the parent need not wait for it)
         job = _fork(GPUS, gpus_key(env, root, use_nvml), lambda: _gpus_job(env, root, use_nvml), after=nvml.shutdown)
@@ -222,7 +222,7 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
             jobs[EXTENSIONS] = job
     if always or forks.cpus() >= MACHINE_MIN_CPUS:
         from cudafix import probes
-        from cudafix.probes import machine
+        from cudafix.probes.machine import machine
 
         # the inputs take_snapshot gives the machine probes for this interpreter (call_driver_api: its default)
         key = machine.key(env, root, use_nvml, True, probes.kept_dirs(sys.prefix or None, root), cache_dir)
@@ -232,7 +232,7 @@ def start(env: Mapping[str, str], cache_dir: Optional[str], always: bool = False
     return Ahead(jobs) if jobs else None
 
 
-# The machine probes (cudafix/probes/machine.py; their share: run 10 of docs/benchmarks.md) run in
+# The machine probes (cudafix/probes/machine/machine.py; their share: run 10 of docs/benchmarks.md) run in
 # a child of their own only where a CPU is free for it: the parent, the snapshot child, the GPU
 # child and this one make four.
 MACHINE_MIN_CPUS = 4
@@ -242,8 +242,8 @@ def _extensions_job(env: Dict[str, str], cache_dir: Optional[str], root: str) ->
     """The extension scan with the inputs take_snapshot would give it (worked out here the way
     it does; the parent compares them with its own): ``(kwargs, ExtensionInfo)``."""
     from cudafix import probes
-    from cudafix.probes import torch_build
-    from cudafix.probes.extensions import probe_extensions
+    from cudafix.probes.pyenv import torch_build
+    from cudafix.probes.pyenv.extensions import probe_extensions
 
     info, sys_path = probes.current_python()
     prefix = info.prefix or None

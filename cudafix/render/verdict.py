@@ -20,7 +20,7 @@ from cudafix.render.text import DASH, WIDTH, Out, plural, visible_len
 
 
 def assumed_value(v: Any) -> str:
-    if isinstance(v, dict) and "value" in v:  # cudafix.probes.assume: {"value": ..., "replaced": ...}
+    if isinstance(v, dict) and "value" in v:  # cudafix.probes.machine.assume: {"value": ..., "replaced": ...}
         return assumed_value(v["value"])
     if isinstance(v, dict) and "values" in v:
         return assumed_value(v["values"])

@@ -3,7 +3,7 @@ ext-torch-symbols and torchvision-mismatch, so that one cause gives one finding)
 
 ld.so maps every DT_NEEDED library (breadth first) before it binds a symbol, so a missing
 library is the first failure whenever there is one; only then an undefined symbol (glibc
-elf/dl-deps.c, elf/dl-lookup.c; the facts: cudafix.probes.extload, cudafix.probes.elfsym)."""
+elf/dl-deps.c, elf/dl-lookup.c; the facts: cudafix.probes.pyenv.extload, cudafix.probes.binfmt.elfsym)."""
 
 from __future__ import annotations
 

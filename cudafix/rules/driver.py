@@ -43,7 +43,7 @@ def _cuda_torch(snap: Snapshot):
 
 
 def _windows(snap: Snapshot) -> bool:
-    """A native Windows snapshot: the driver is nvcuda.dll (cudafix.probes.windows), never a kernel module."""
+    """A native Windows snapshot: the driver is nvcuda.dll (cudafix.probes.loader.windows), never a kernel module."""
     return (snap.python.platform or "").startswith("win")
 
 
@@ -427,7 +427,7 @@ RULES = (
             "torch.cuda.is_available() returns False",
             "RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.",
         ),
-        evidence_used="/sys/module/nvidia/version or /proc/driver/nvidia/version (kernel module), the libcuda.so.1 the loader finds, the GPU list, the PCI devices of vendor 0x10de with a display class under /sys/bus/pci/devices and /dev/dxg (cudafix.probes.pci), torch.version.cuda",
+        evidence_used="/sys/module/nvidia/version or /proc/driver/nvidia/version (kernel module), the libcuda.so.1 the loader finds, the GPU list, the PCI devices of vendor 0x10de with a display class under /sys/bus/pci/devices and /dev/dxg (cudafix.probes.machine.pci), torch.version.cuda",
         fix_text="install the NVIDIA driver (at least the minimum for torch's CUDA), or run the container with the NVIDIA runtime (docker run --gpus all).",
         sources=("pytorch/pytorch torch/cuda/__init__.py (_check_driver)", "SceneWorks/SceneWorks#1966"),
     ),

@@ -1,7 +1,7 @@
 """Extension-module rules: the CUDA code of torchvision's _C, xformers, flash-attn, setup.py-built
 ops and torch's JIT extension cache — device code per GPU, PTX JIT, CUDA runtime major, and torch
 symbols missing from the installed torch (the import's `undefined symbol`).  Facts come from the
-extension scan (cudafix.probes.extensions): the binaries themselves, never an import."""
+extension scan (cudafix.probes.pyenv.extensions): the binaries themselves, never an import."""
 
 from __future__ import annotations
 
@@ -419,7 +419,7 @@ RULES = (
         check=check_ext_cuda_major,
         cause="An extension linking libcudart.so.12 beside a CUDA 13 torch loads a second runtime: it must be on the loader path and supported by the driver, and CUDA objects do not cross between the two runtimes. torch's cpp_extension refuses such builds ('The detected CUDA version mismatches the version that was used to compile PyTorch'); prebuilt wheels don't ask. A module with the static runtime (nvcc's default) loads no second libcudart; its runtime's version (read from the constant its cudaRuntimeGetVersion returns) must run on the driver -- natively or under CUDA minor-version compatibility (a 13.2 runtime runs on any R580+ driver), as the compatibility model (cudafix/knowledge/compat.py) answers -- else every CUDA call it makes fails (cudaErrorInsufficientDriver, an error); when the driver is too old for torch as well, that is one cause and driver-too-old reports it; unknown when the runtime's version cannot be read (a stripped module). One finding per package, every file as evidence.",
         symptoms=("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",),
-        evidence_used="DT_NEEDED libcudart.so.N of each extension, or the version of its static runtime (cudafix/probes/cudart_static.py), torch's CUDA version (version.py), the driver's CUDA version",
+        evidence_used="DT_NEEDED libcudart.so.N of each extension, or the version of its static runtime (cudafix/probes/binfmt/cudart_static.py), torch's CUDA version (version.py), the driver's CUDA version",
         fix_text="rebuild the package with the toolkit of torch's CUDA major (exact command), or install its wheel for torch's CUDA.",
         sources=(CPP_EXT_DOC, RUNTIME_ERRORS_DOC, compat.MINOR_DOC),
         needs=("extensions", "torch"),

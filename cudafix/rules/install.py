@@ -1,6 +1,6 @@
 """Broken torch installs: the nvidia-* wheels torch's own binaries need, missing, of another major or
 too old (what lock-file installers, `--no-deps`, a partial uninstall or another package moving a
-shared wheel leave behind).  Facts: cudafix.probes.torchload (the loads of `import torch`
+shared wheel leave behind).  Facts: cudafix.probes.loader.torchload (the loads of `import torch`
 simulated from the binaries, the wheels from torch's Requires-Dist)."""
 
 from __future__ import annotations
