@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where the probes that run ahead (cudafix/probes/ahead.py) spend a `cudafix status --json`.
+"""Where the sections that run ahead (cudafix/probes/ahead.py) spend a `cudafix status --json`.
 
 Runs `status --json` in this process N times (a fresh process each: this script re-runs itself)
 with cudafix.probes.ahead's fork and join timed: when each child started (ms since this
@@ -9,7 +9,7 @@ has the children's work off its path.
 
     python3 bench/ahead_timeline.py [-n 5] [--always] [--cold]   (with the python of the env to measure)
 
---always forks both jobs wherever they would not pay (ahead.start(always=True)); --cold gives
+--always forks every section wherever it would not pay (ahead.start(always=True)); --cold gives
 every run an empty cache ($XDG_CACHE_HOME).  Each run also prints its process's wall time as
 this script measured it (spawn to exit) beside `python -c pass` spawned the same way: what the
 process spends beyond the command's end is the interpreter's start and exit.
@@ -26,41 +26,45 @@ T0 = time.perf_counter()
 
 
 def one(always: bool) -> None:
-    import functools
-
     from cudafix import forks as _forks
     from cudafix.probes import ahead
 
-    real_fork, real_take = ahead._fork, ahead.Job.take
+    real_fork, real_answer, real_start = _forks.fork, ahead.Started.answer, ahead.start
     forks = []
 
-    def fork(name, key, work, **kw):  # type: ignore[no-untyped-def]
+    def fork(work, **kw):  # type: ignore[no-untyped-def]
+        k = len(forks)
+
         def timed():  # type: ignore[no-untyped-def]
             began = time.perf_counter()
             try:
                 return work()
             finally:
-                os.write(2, ("  child %-10s started %6.1f ms, probe %6.1f ms\n"
-                             % (name, (began - T0) * 1e3, (time.perf_counter() - began) * 1e3)).encode())
+                os.write(2, ("  child #%d     started %6.1f ms, sections %6.1f ms\n"
+                             % (k, (began - T0) * 1e3, (time.perf_counter() - began) * 1e3)).encode())
 
         began = time.perf_counter()
-        job = real_fork(name, key, timed, **kw)
-        forks.append("%s %.2f ms" % (name, (time.perf_counter() - began) * 1e3))
-        return job
+        child = real_fork(timed, **kw)
+        forks.append(["#%d" % k, (time.perf_counter() - began) * 1e3])
+        return child
 
-    def take(self):  # type: ignore[no-untyped-def]
-        if self.child._done:  # asked again (Job.drop): nothing to wait for
-            return real_take(self)
+    def start(req, **kw):  # type: ignore[no-untyped-def]
+        if always:
+            kw["always"] = True
+        started = real_start(req, **kw)
+        for entry, name in zip(forks, started.children if started else ()):
+            entry[0] = "%s (%s)" % (name, entry[0])
+        return started
+
+    def answer(self, section):  # type: ignore[no-untyped-def]
         began = time.perf_counter()
-        got = real_take(self)
+        got = real_answer(self, section)
         os.write(2, ("  parent took %-10s at %6.1f ms, waited %5.1f ms%s\n"
-                     % (self.name, (began - T0) * 1e3, (time.perf_counter() - began) * 1e3,
-                        "" if got and got[0] else ": NO ANSWER (%s)" % (got[1] if got else "none"))).encode())
+                     % (section, (began - T0) * 1e3, (time.perf_counter() - began) * 1e3,
+                        "" if got else ": NO ANSWER (run here)")).encode())
         return got
 
-    ahead._fork, ahead.Job.take = fork, take
-    if always:
-        ahead.start = functools.partial(ahead.start, always=True)
+    _forks.fork, ahead.Started.answer, ahead.start = fork, answer, start
     from cudafix.cli import fast
 
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -72,7 +76,7 @@ def one(always: bool) -> None:
         sys.stdout.flush()
         os.dup2(saved, 1)
     os.write(2, ("  forks: %s; exit %s; command ended at %.1f ms\n"
-                 % (", ".join(forks) or "none", rc, (time.perf_counter() - T0) * 1e3)).encode())
+                 % (", ".join("%s %.2f ms" % (n, ms) for n, ms in forks) or "none", rc, (time.perf_counter() - T0) * 1e3)).encode())
     # what the process's exit waits for: the children that answered but had not yet exited
     real_reap_all = ahead.reap_all
 

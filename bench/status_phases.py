@@ -1,6 +1,7 @@
 """Where one warm `cudafix status --json` spends its time, without a profiler: the import of
 cudafix.probes, of the analysis module, and the run, with each probe's own time (every
-take_snapshot probe runs inside probes._guard, which is wrapped to time it).  Run it as a fresh
+take_snapshot probe runs inside probes.sections._guard, which is wrapped to time it; the machine
+probes run under their own guard in probes/machine/machine.py).  Run it as a fresh
 process per measurement, with the interpreter of the env to inspect and cudafix on PYTHONPATH:
 
     PYTHONPATH=<dir holding cudafix/> <env>/bin/python bench/status_phases.py
@@ -8,7 +9,7 @@ process per measurement, with the interpreter of the env to inspect and cudafix 
 Used for docs/gpu-raw/h200-status-phases-2329.txt (docs/benchmarks.md, issue 23)."""
 import sys, time
 T0 = time.perf_counter()
-import cudafix.probes as P
+import cudafix.probes.sections as P
 orig = P._guard
 times = {}
 def g(snap, name, fn):

@@ -162,11 +162,12 @@ PROBE_SECTIONS = {"machine", "pyenv", "loader", "binfmt"}  # docs/architecture.m
 
 
 def test_probes_are_split_into_sections():
-    """cudafix/probes/ holds take_snapshot (__init__.py), ahead.py and the four sections; every
-    other probe module lives in a section, whose __init__.py is a docstring and imports nothing
-    (importing one module of a section does not import the rest of it)."""
+    """cudafix/probes/ holds take_snapshot (__init__.py), what one snapshot runs (sections.py), the
+    children the CLI starts for it (ahead.py) and the four sections; every other probe module
+    lives in a section, whose __init__.py is a docstring and imports nothing (importing one module
+    of a section does not import the rest of it)."""
     top = PKG / "probes"
-    assert sorted(p.name for p in top.glob("*.py")) == ["__init__.py", "ahead.py"]
+    assert sorted(p.name for p in top.glob("*.py")) == ["__init__.py", "ahead.py", "sections.py"]
     dirs = {p.name for p in top.iterdir() if p.is_dir() and p.name != "__pycache__"}
     assert dirs == PROBE_SECTIONS, dirs
     for section in sorted(PROBE_SECTIONS):
@@ -189,6 +190,25 @@ def test_one_fork_primitive():
     tree = ast.parse(MODULES["cudafix.probes"].read_text(encoding="utf-8"))
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "take_snapshot")
     assert fn.end_lineno - fn.lineno + 1 <= 60, fn.end_lineno - fn.lineno + 1
+
+
+def test_one_request_and_no_claim_or_hand_over():
+    """A snapshot is one frozen request run as sections (cudafix/probes/sections.py): the children
+    are forked for that request and the process that asked assembles their answers -- no per-job
+    keys to claim, no answers handed to another child (issue 37).  The names of the old protocol
+    are gone from the product, and the request cannot be changed once made."""
+    for mod, path in MODULES.items():
+        src = path.read_text(encoding="utf-8")
+        for word in ("def claim(", "def hand_over(", "def snapshot_job(", ".claim(", ".hand_over("):
+            assert word not in src, "%s: %s" % (mod, word)
+    from cudafix.probes import sections
+
+    req = sections.request(env={"A": "1"}, root="/")
+    with pytest.raises(AttributeError):
+        req.root = "/elsewhere"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        req.env["A"] = "2"  # type: ignore[index]
+    assert list(sections.ORDER) == sorted(sections.FIELDS, key=list(sections.ORDER).index) == list(sections.STEPS)
 
 
 def test_the_startup_module_is_stdlib_only():

@@ -146,12 +146,14 @@ def test_only_and_skip_select_rules(tmp_path, test_rules):
 
 
 def test_probe_crash_is_exit_2_not_1(monkeypatch, test_rules):
-    import cudafix.probes
+    """A crash outside every probe's guard (here: the snapshot's assembly, where the CLI's
+    sections come together, cudafix/probes/sections.py) is cudafix's failure: exit 2."""
+    from cudafix.probes import sections
 
-    def boom(**kw):
+    def boom(*a, **kw):
         raise RuntimeError("probe exploded")
 
-    monkeypatch.setattr(cudafix.probes, "take_snapshot", boom, raising=False)
+    monkeypatch.setattr(sections, "assemble", boom)
     res = CliRunner().invoke(cli.main, ["check"])
     assert res.exit_code == 2
     assert res.stdout == ""

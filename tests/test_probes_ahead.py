@@ -1,7 +1,7 @@
-"""cudafix.probes.ahead: the snapshot, the GPU probe and the extension scan in child processes.
+"""cudafix.probes.ahead: a snapshot's sections (cudafix/probes/sections.py) in child processes.
 
 The truth every test here compares with is the serial path: the same snapshot taken with no
-child (CUDAFIX_SERIAL=1 for the CLI, ``ahead=None`` for take_snapshot, ``workers=1`` for the
+child (CUDAFIX_SERIAL=1 for the CLI, ``started=None`` for take_snapshot, ``workers=1`` for the
 scan), in the same real env a moment apart.  The envs are real: the torchvision-cu test venv
 (torchvision 0.29.1 over torch 2.14.1+cu130: torchvision's CUDA extension modules are what the
 extension scan reports), and a tree laid out under CUDAFIX_ROOT whose /proc/driver/nvidia/gpus
@@ -53,25 +53,23 @@ def _doc(text):
     return doc
 
 
-# The CLI's own path with both jobs forked wherever they would not pay as well (the tree's GPU has
-# no NVML to ask; the test venv's scan is small); with "killed", the snapshot's child is killed
-# before it can answer (each child waits first), so the parent probes itself.  The file named by
-# $ANSWER_FILE gets what the snapshot's child answered: true, or null where it gave no answer.
+# The CLI's own path with every section forked wherever it would not pay as well (the tree's GPU
+# has no NVML to ask; the test venv's scan is small); with "killed", every child is killed before
+# it can answer (each child waits first), so the parent runs every section itself.  The file
+# named by $ANSWER_FILE gets the children that answered.
 CLI_ALWAYS = r"""
 import functools, json, os, signal, sys, time
-from cudafix import forks
 from cudafix.probes import ahead
-ahead.start = functools.partial(ahead.start, always=True)
-job_of = ahead.snapshot_job
-jobs = []
-def snapshot_job(*a, **k):
-    job = job_of(*a, **k)
-    jobs.append(job)
-    if sys.argv[1] == "killed":  # the snapshot's child, and the GPU and extension children forked before it
-        for pid in [job.child.pid] + forks._PENDING:
-            os.kill(pid, signal.SIGKILL)
-    return job
-ahead.snapshot_job = snapshot_job
+start = functools.partial(ahead.start, always=True)
+started = []
+def start_all(*a, **k):
+    st = start(*a, **k)
+    started.append(st)
+    if sys.argv[1] == "killed":  # every child the CLI forked: each section is run in the parent
+        for child in st.children.values():
+            os.kill(child.pid, signal.SIGKILL)
+    return st
+ahead.start = start_all
 if sys.argv[1] == "killed":
     os.register_at_fork(after_in_child=lambda: time.sleep(60))
 from cudafix.cli import fast
@@ -79,10 +77,11 @@ try:
     rc = fast.fast_main(sys.argv[2:])
 finally:
     with open(os.environ["ANSWER_FILE"], "w") as fh:
-        json.dump([None if j is None or j.child._answer is None else j.child._answer[0] for j in jobs], fh)
+        json.dump([None if st is None else sorted(n for n, c in st.children.items() if c._answer is not None and c._answer[0])
+                   for st in started], fh)
 sys.exit(rc)
 """
-MODES = {"serial": ["-m", "cudafix"], "ahead, both jobs": ["-c", CLI_ALWAYS, "plain"],
+MODES = {"serial": ["-m", "cudafix"], "ahead, every section": ["-c", CLI_ALWAYS, "plain"],
          "ahead, killed": ["-c", CLI_ALWAYS, "killed"], "ahead where it pays": ["-m", "cudafix"]}
 
 
@@ -103,7 +102,8 @@ def test_cli_answer_is_the_serial_one(tv_python, tmp_path, where, command):
             runs[mode, state] = (p.returncode, _doc(p.stdout))
             if "-c" in how:
                 answered = json.loads((tmp_path / "answer.json").read_text())
-                assert answered == ([None] if mode.endswith("killed") else [True]), (mode, answered)
+                want = [] if mode.endswith("killed") else ["extensions", "gpus", "machine", "rest"]
+                assert answered == [want], (mode, answered)
     for mode in MODES:
         for state in ("cold", "warm"):
             assert runs[mode, state] == runs["serial", state], (mode, state)
@@ -118,7 +118,7 @@ def test_cli_answer_is_the_serial_one(tv_python, tmp_path, where, command):
 SCRIPT = r"""
 import json, os, signal, sys
 from cudafix import forks, probes
-from cudafix.probes import ahead
+from cudafix.probes import ahead, sections
 mode, cache = sys.argv[1], sys.argv[2]
 if mode == "gpus-raise":
     from cudafix.probes.machine import gpus
@@ -130,21 +130,21 @@ if mode == "killed":  # each child waits, so that it dies before it can answer
     import time
     os.register_at_fork(after_in_child=lambda: time.sleep(60))
 start_env = dict(os.environ, CUDA_VISIBLE_DEVICES="1") if mode == "other-inputs" else os.environ
-started = ahead.start(start_env, cache, always=True)
-jobs = dict(started.jobs) if started else {}
+started = ahead.start(sections.request(env=start_env, cache_dir=cache), always=True)
+jobs = dict(started.children) if started else {}
 if mode == "killed":
-    for job in jobs.values():
-        os.kill(job.child.pid, signal.SIGKILL)
-snap = probes.take_snapshot(cache_dir=cache, ahead=started)
-answered = {n: (None if j.child._answer is None else j.child._answer[0]) for n, j in jobs.items()}
-pending = sorted(j.name for j in jobs.values() if j.child.pid in forks._PENDING)  # answered, not yet exited
+    for child in jobs.values():
+        os.kill(child.pid, signal.SIGKILL)
+snap = probes.take_snapshot(cache_dir=cache, started=started)
+answered = {n: (None if c._answer is None else c._answer[0]) for n, c in jobs.items()}
+pending = sorted(n for n, c in jobs.items() if c.pid in forks._PENDING)  # answered, not yet exited
 ahead.reap_all()  # what the process's exit does (atexit)
 reaped = []
-for j in jobs.values():
+for n, c in jobs.items():
     try:
-        os.waitpid(j.child.pid, os.WNOHANG)
+        os.waitpid(c.pid, os.WNOHANG)
     except ChildProcessError:
-        reaped.append(j.name)
+        reaped.append(n)
 serial = probes.take_snapshot(cache_dir=cache + "-serial")  # its own cache: cold as the first was
 def doc(s):
     d = json.loads(s.to_json())
@@ -187,7 +187,7 @@ def test_an_answer_for_other_inputs_is_not_used(tv_python, tmp_path):
 
 def test_a_probe_that_raises_in_the_child_is_recorded_as_serially(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "gpus-raise", _tree(tmp_path))
-    assert got["answered"]["gpus"] is False
+    assert got["answered"]["gpus"] is True  # the section's answer: the probe's error, guarded as serially
     assert got["answered"]["machine"] is True  # its probes' answers, one of them an error (the JIT cache's)
     assert got["errors"] == got["serial_errors"]
     assert [k for k, _ in got["errors"]] == ["gpus", "jit_cache"]
@@ -203,14 +203,14 @@ def test_every_python(python, tmp_path):
 
 NOT_STARTED = r"""
 import json, os, sys, threading, time
-from cudafix.probes import ahead
+from cudafix.probes import ahead, sections
 reasons = {"serial": ahead.can_fork(dict(os.environ, CUDAFIX_SERIAL="1"))}
 reasons["serial off"] = ahead.can_fork(dict(os.environ, CUDAFIX_SERIAL="0"))
 stop = threading.Event()
 t = threading.Thread(target=stop.wait)
 t.start()
 reasons["thread"] = ahead.can_fork(dict(os.environ))
-reasons["thread start"] = ahead.start(dict(os.environ), None, always=True) is None
+reasons["thread start"] = ahead.start(sections.request(), always=True) is None
 stop.set()
 t.join()
 print(json.dumps(reasons))

@@ -182,21 +182,17 @@ def load_snapshot(from_file: Optional[str], example: Optional[str], python: Opti
 
 
 def _probe(python: Optional[str], cache_dir: str, meanwhile: Optional[Callable[[], None]]) -> Snapshot:
-    from cudafix.probes import ahead
+    from cudafix.probes import ahead, sections
 
-    job = ahead.snapshot_job(os.environ, cache_dir, python)
+    req = sections.request(python=python, cache_dir=cache_dir)
+    started = ahead.start(req, rest=True)  # None: serially, here (not safe to fork, or switched off)
     try:
         if meanwhile is not None:
             meanwhile()
-        got = job.take() if job is not None else None
+        return sections.assemble(req, started)  # a section whose child gave no answer runs here
     finally:
-        if job is not None:
-            job.drop()  # waited for, whatever happened here
-    if got is not None and got[0]:
-        return got[1]
-    from cudafix.probes import take_snapshot
-
-    return take_snapshot(python=python, cache_dir=cache_dir)  # serially, as without a child (or as it failed there)
+        if started is not None:
+            started.close()  # waited for, whatever happened here
 
 
 def analyse(opts: Dict[str, Any], run_rules: bool = True,
