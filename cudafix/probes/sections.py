@@ -78,6 +78,8 @@ def request(python: Optional[str] = None, env: Optional[Mapping[str, str]] = Non
 
 
 def _pyenv(req: Request, snap: Snapshot, ctx: Dict[str, Any], **_opts: Any) -> None:
+    """The target interpreter first; everything else here follows from its sys.path and prefix,
+    which go into ``ctx`` for the sections after it (and the extension scan's inputs)."""
     from cudafix.probes.pyenv import environment
 
     env = dict(req.env)
@@ -154,6 +156,7 @@ FIELDS = {
     "extensions": ("extensions",),
 }
 
+
 def run(req: Request, names: Sequence[str], **opts: Any) -> Tuple[Dict[str, Tuple[Dict[str, Any], Dict[str, str]]], Dict[str, Any]]:
     """Run the sections ``names`` in this order (a child's work): ``({name: (fields, errors)}, context)``."""
     from cudafix.model.snapshot import Snapshot
@@ -202,7 +205,7 @@ def assemble(req: Request, started: Any = None) -> Snapshot:
     return snap
 
 
-# -- the probes of the Python env section ---------------------------------------------------------
+# -- the guard, and the Python env section's steps ----------------------------------------------
 
 
 def now() -> str:
