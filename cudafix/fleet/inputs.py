@@ -26,8 +26,8 @@ from typing import Callable, Iterator, List, Optional, Tuple, Union
 MAX_DOC_BYTES = 64 << 20  # one snapshot is ~30 KB; this bounds a corrupt or hostile input
 # pdsh writes "%s: %s" (host, line); an empty line may have lost its trailing space.
 _PDSH_LINE = re.compile(r"([A-Za-z0-9_.-]+):(?: (.*)|)\Z", re.S)
-_PARSE_ERRORS = (ValueError, RecursionError)
-_STREAM_POSITION = re.compile(r"#[0-9]+\Z")  # "<stdin>#3": a document of several (one alone is named by its file)  # RecursionError: nesting deeper than the decoder's stack
+_PARSE_ERRORS = (ValueError, RecursionError)  # RecursionError: nesting deeper than the decoder's stack
+_STREAM_POSITION = re.compile(r"#[0-9]+\Z")  # "<stdin>#3": a document of several (one alone is named by its file)
 
 
 @dataclasses.dataclass
