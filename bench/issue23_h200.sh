@@ -1,7 +1,8 @@
 #!/bin/sh
 # Issue 23's H200 figures in one device run, this tree against a before tree timed in the same
 # rounds: bench/status_vs_collect_env.py; bench/status_ab.py against the before tree and against
-# this tree with its probes in one process (CUDAFIX_SERIAL=1); bench/ahead_timeline.py (the
+# this tree with its probes in one process (CUDAFIX_SERIAL=1); bench/switches.py (each speed
+# switch undone, same rounds); bench/ahead_timeline.py (the
 # probes run ahead: when each child ran, whether the parent waited); `status --json` with and
 # without the head start, diffed; an importtime / cProfile view of a warm `status --json`;
 # bench/startup.py --pass-only.  Results under $OUT (the device tool's).
@@ -34,9 +35,10 @@ EOF
   XDG_CACHE_HOME=$X PYTHONPATH=$HERE "$PY" "$HERE"/bench/ahead_timeline.py -n 3 --always
   PYTHONPATH=$HERE "$PY" "$HERE"/bench/ahead_timeline.py -n 3 --cold
   find "$X" -name '*.json' -path '*envs*' -exec ls -l {} + ) > "$OUT"/ahead.txt 2>&1
-# 2. same-run A/Bs: against the before tree, and against this tree serial
+# 2. same-run A/Bs: against the before tree, against this tree serial, and each speed switch undone
 ( cd /; timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$BEFORE" -n 30
-  timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$HERE" --other-env CUDAFIX_SERIAL=1 -n 30 ) > "$OUT"/ab.txt 2>&1
+  timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$HERE" --other-env CUDAFIX_SERIAL=1 -n 30
+  PYTHONPATH=$HERE timeout 200 "$PY" "$HERE"/bench/switches.py -n 30 --python "$PY" ) > "$OUT"/ab.txt 2>&1
 # 3. status vs collect_env, the before tree timed in the same rounds
 timeout 240 "$PY" bench/status_vs_collect_env.py --python "$PY" --also-repo "$BEFORE" -n 9 --check --speed-target 40 --warm-max-s 0.120 --cold-max-s 0.300 --json-out "$OUT"/status-bench.json > "$OUT"/status-bench.txt 2>&1
 echo "rc=$?" >> "$OUT"/status-bench.txt

@@ -44,7 +44,7 @@ from cudafix.probes.binfmt import elfsym
 from cudafix.probes.loader.libversions import WheelRecords
 from cudafix.probes.loader.loaderfs import REAL, FileSystem, cached_run, code_version
 from cudafix.probes.loader.loadersim import LoaderSim, _Obj, is_cuda_soname, ld_cache_of
-from cudafix.probes.loader.torchpreload import cuda_major, first_candidate, init_text, read_preloader
+from cudafix.probes.loader.torchpreload import cuda_major, first_candidate, init_text, read_preloader, success_preloads
 from cudafix.store import cachefile
 
 TORCH_OWN = re.compile(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
@@ -299,9 +299,8 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
                 if f3 is not None:
                     error, stage, failure = "OSError: " + f3[0], "libtorch_global_deps", f3
     elif pre.on_success and any(o.elf.soname and o.elf.soname.startswith("libcudart.so") for o in sim.loaded):
-        for folder, pattern, required in pre.on_success:  # the first exception ends it (swallowed)
-            path = find(folder, pattern)
-            if (path is None and required) or (path is not None and _load(sim, path, syms, how="preload") is not None):
+        for path in success_preloads(fs, torch_dir, sys_path, pre, cmajor):  # the first exception ends it (swallowed)
+            if _load(sim, path, syms, how="preload") is not None:
                 break
     if error is None:
         f4 = _load(sim, cmods[0], syms)

@@ -114,13 +114,15 @@ def first_candidate(fs: FileSystem, sys_path: Sequence[str], folder: str, patter
     return None
 
 
-def success_preloads(fs: FileSystem, torch_dir: str, sys_path: Sequence[str]) -> List[str]:
+def success_preloads(fs: FileSystem, torch_dir: str, sys_path: Sequence[str], pre: Optional[Preloader] = None,
+                     major: Optional[str] = None) -> List[str]:
     """The libraries torch/__init__.py loads by absolute path after libtorch_global_deps.so and
     before ``torch._C`` (2.9: nvrtc and nvJitLink; 2.14: its whole table, best effort), in its
     order: a soname loaded this way wins every later DT_NEEDED lookup, whatever LD_LIBRARY_PATH
-    says (torch/__init__.py ``_load_global_deps``, pytorch/pytorch#138460)."""
-    pre = read_preloader(init_text(fs, torch_dir))
-    major = cuda_major(fs, torch_dir)
+    says (torch/__init__.py ``_load_global_deps``, pytorch/pytorch#138460).  ``pre`` / ``major``:
+    torch's preloader and CUDA major where the caller has read them already."""
+    pre = read_preloader(init_text(fs, torch_dir)) if pre is None else pre
+    major = cuda_major(fs, torch_dir) if major is None else major
     out: List[str] = []
     for folder, pattern, required in pre.on_success:
         path = first_candidate(fs, sys_path, folder, pattern, pre.wide_search, major)
