@@ -18,7 +18,7 @@ default, --speed-target X; --warm-max-s / --cold-max-s add limits in seconds; <=
     python3 bench/status_vs_collect_env.py [-n 5] [--python VENV/bin/python] [--also-repo DIR]
 
 --also-repo DIR times a second cudafix checkout (e.g. `git worktree add /tmp/before <commit>`)
-warm, in the same rounds: a before/after of a change, with its ratio.
+warm and cold, in the same rounds: a before/after of a change, with its ratios.
 
 `cudafix status` is run as users run it: the console script `pip install` writes for each
 checkout's setup.cfg entry point (pip's launcher text, distlib's ScriptMaker template), not
@@ -177,11 +177,17 @@ def main(argv=None):
     floor_cmds = {"bare": [args.python, "-c", "pass"], "click": [args.python, "-c", "import click"]}
     floors = {k: [] for k in floor_cmds}
 
-    warm, cold, collect, other = [], [], [], []
+    warm, cold, collect, other, other_cold = [], [], [], [], []
     for _ in range(args.n):
         if other_env is not None:
             other.append(measure(other_cmd, other_env))
             validate_cudafix(other[-1])
+            cache = tempfile.mkdtemp(prefix="statusbench-")
+            try:
+                other_cold.append(measure(other_cmd, dict(other_env, XDG_CACHE_HOME=cache)))
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+            validate_cudafix(other_cold[-1])
         for k, c in floor_cmds.items():
             floors[k].append(measure(c, base_env))
         warm.append(measure(cudafix_cmd, cudafix_env))
@@ -214,11 +220,11 @@ def main(argv=None):
                       else "floor: 'import click' (not installed)", summarise(floors["click"]))):
         print("%-36s %10.3f %10.3f %10.3f %12.1f" % (label, s["median_s"], s["min_s"], s["max_s"], s["peak_mib"]))
     if other:
-        s_other = summarise(other)
-        print("%-36s %10.3f %10.3f %10.3f %12.1f" % ("--also-repo (warm cache)", s_other["median_s"], s_other["min_s"],
-                                                     s_other["max_s"], s_other["peak_mib"]))
-        print("this checkout / --also-repo %s: %.3f (warm medians; < 1 is faster)"
-              % (repos[-1], s_warm["median_s"] / s_other["median_s"]))
+        s_other, s_other_cold = summarise(other), summarise(other_cold)
+        for label, s in (("--also-repo (warm cache)", s_other), ("--also-repo (cold cache)", s_other_cold)):
+            print("%-36s %10.3f %10.3f %10.3f %12.1f" % (label, s["median_s"], s["min_s"], s["max_s"], s["peak_mib"]))
+        print("this checkout / --also-repo %s: %.3f warm, %.3f cold (medians; < 1 is faster)"
+              % (repos[-1], s_warm["median_s"] / s_other["median_s"], s_cold["median_s"] / s_other_cold["median_s"]))
     speed_ok = ratio_warm >= args.speed_target
     mem_ok = peak <= MEMORY_TARGET_MIB
     print("speed ratio collect_env / cudafix: %.1fx warm, %.1fx cold (target >= %.0fx warm: %s)"
@@ -236,6 +242,7 @@ def main(argv=None):
             json.dump({"summary": {"cudafix_warm": s_warm, "cudafix_cold": s_cold, "collect_env": s_coll,
                                    "ratio_warm": ratio_warm, "ratio_cold": ratio_cold},
                        "runs": {"cudafix_warm": warm, "cudafix_cold": cold, "collect_env": collect,
+                                "also_repo_warm": other, "also_repo_cold": other_cold,
                                 "floor_bare": floors["bare"], "floor_click": floors["click"]}}, fh, indent=1)
     return 0 if (speed_ok and mem_ok) or not args.check else 1
 

@@ -102,7 +102,7 @@ def test_cli_answer_is_the_serial_one(tv_python, tmp_path, where, command):
             runs[mode, state] = (p.returncode, _doc(p.stdout))
             if "-c" in how:
                 answered = json.loads((tmp_path / "answer.json").read_text())
-                want = [] if mode.endswith("killed") else ["extensions", "gpus", "machine", "rest"]
+                want = [] if mode.endswith("killed") else ["extensions", "gpus", "machine", "rest", "torch_import"]
                 assert answered == [want], (mode, answered)
     for mode in MODES:
         for state in ("cold", "warm"):
@@ -129,6 +129,11 @@ if mode == "gpus-raise":
 if mode == "killed":  # each child waits, so that it dies before it can answer
     import time
     os.register_at_fork(after_in_child=lambda: time.sleep(60))
+if mode == "other-torch":  # the children (forked before the env section) find no torch: inputs unlike the env section's
+    from cudafix.probes.pyenv import torch_build
+    real_probe_torch = torch_build.probe_torch
+    torch_build.probe_torch = lambda *a, **k: [] if os.getpid() != PARENT else real_probe_torch(*a, **k)
+PARENT = os.getpid()
 start_env = dict(os.environ, CUDA_VISIBLE_DEVICES="1") if mode == "other-inputs" else os.environ
 started = ahead.start(sections.request(env=start_env, cache_dir=cache), always=True)
 jobs = dict(started.children) if started else {}
@@ -152,7 +157,8 @@ def doc(s):
     return d
 print(json.dumps({"started": sorted(jobs), "pending": pending, "answered": answered, "reaped": sorted(reaped), "same": doc(snap) == doc(serial),
                   "errors": list(snap.probe_errors.items()), "serial_errors": list(serial.probe_errors.items()),
-                  "gpus": [g.pci_bus_id for g in snap.gpus.gpus], "visible": snap.gpus.visible}))
+                  "gpus": [g.pci_bus_id for g in snap.gpus.gpus], "visible": snap.gpus.visible,
+                  "torch_import_probed": "import" in serial.torch_import.found_via}))
 """
 
 
@@ -166,15 +172,15 @@ def _script(python, tmp_path, mode, root=None, flags=()):
 
 def test_both_children_answer_and_are_reaped(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "plain", _tree(tmp_path))
-    assert got["started"] == ["extensions", "gpus", "machine"]
-    assert got["answered"] == {"extensions": True, "gpus": True, "machine": True}
-    assert got["reaped"] == ["extensions", "gpus", "machine"]
+    assert got["started"] == ["extensions", "gpus", "machine", "torch_import"]
+    assert got["answered"] == {"extensions": True, "gpus": True, "torch_import": True, "machine": True}
+    assert got["reaped"] == ["extensions", "gpus", "machine", "torch_import"]
     assert got["same"] and got["gpus"] == [BUS]
 
 
 def test_a_killed_child_is_probed_for_in_the_parent(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "killed", _tree(tmp_path))
-    assert got["answered"] == {"extensions": None, "gpus": None, "machine": None}
+    assert got["answered"] == {"extensions": None, "gpus": None, "torch_import": None, "machine": None}
     assert got["same"] and got["gpus"] == [BUS]
 
 
@@ -183,6 +189,15 @@ def test_an_answer_for_other_inputs_is_not_used(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "other-inputs", _tree(tmp_path))
     assert got["same"]
     assert got["visible"] == [0], "the child's answer (GPU 1 visible: none) was used"
+
+
+def test_a_section_probed_for_other_inputs_is_probed_again(tv_python, tmp_path):
+    """The import-simulation and extension children work out the env's torch for themselves; where
+    it is not the one the env section found (here: none), their answers are not used."""
+    got = _script(tv_python, tmp_path, "other-torch", _tree(tmp_path))
+    assert got["answered"]["torch_import"] is True and got["answered"]["extensions"] is True
+    assert got["same"], "an answer for another torch was used"
+    assert got["torch_import_probed"], "the serial snapshot has no torch import to compare"
 
 
 def test_a_probe_that_raises_in_the_child_is_recorded_as_serially(tv_python, tmp_path):
@@ -197,8 +212,8 @@ def test_a_probe_that_raises_in_the_child_is_recorded_as_serially(tv_python, tmp
 @pytest.mark.parametrize("python", INTERPRETERS, ids=os.path.basename)
 def test_every_python(python, tmp_path):
     got = _script(python, tmp_path, "plain", _tree(tmp_path), flags=["-S"])
-    assert got["answered"] == {"extensions": True, "gpus": True, "machine": True}
-    assert got["same"] and got["reaped"] == ["extensions", "gpus", "machine"]
+    assert got["answered"] == {"extensions": True, "gpus": True, "torch_import": True, "machine": True}
+    assert got["same"] and got["reaped"] == ["extensions", "gpus", "machine", "torch_import"]
 
 
 NOT_STARTED = r"""
@@ -244,8 +259,9 @@ def test_not_started_on_one_cpu(tmp_path):
 
 
 def test_which_jobs_pay(tmp_path):
-    """The documented rule (BIG_WALKS_BYTES): the scan runs ahead with no stored walks or big ones;
-    NVML only where a driver is loaded and the probe root is the machine's own."""
+    """The documented rules (BIG_WALKS_BYTES, IMPORT_ANSWER): the scan runs ahead with no stored
+    walks or big ones, the import simulation without its stored answer; NVML only where a driver is
+    loaded and the probe root is the machine's own."""
     from cudafix.probes import ahead
     from cudafix.probes.pyenv.dirwalk import WALKS_FILE
 
@@ -256,6 +272,13 @@ def test_which_jobs_pay(tmp_path):
     assert not ahead._scan_work(str(cache))
     (cache / WALKS_FILE).write_bytes(b"x" * ahead.BIG_WALKS_BYTES)
     assert ahead._scan_work(str(cache))
+    # the import simulation runs ahead while its stored answer is missing (the probe's own file name)
+    from cudafix.probes.loader.torchload import RESULT_CACHE
+
+    assert ahead.IMPORT_ANSWER == RESULT_CACHE
+    assert ahead._import_work(None) and ahead._import_work(str(cache))
+    (cache / RESULT_CACHE).write_text("{}")
+    assert not ahead._import_work(str(cache))
     root = _tree(tmp_path)  # /proc/driver/nvidia exists there, but a tree has no NVML to ask
     assert not ahead._nvml_work(str(root), use_nvml=False)
     assert ahead._nvml_work(str(root), use_nvml=True)

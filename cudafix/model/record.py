@@ -65,8 +65,8 @@ _PARAM_SLOTS = tuple(getattr(_PARAMS, "__slots__", ()))
 def _fields_fast(cls: type) -> bool:
     """Give ``cls`` the fields ``dataclasses.dataclass(cls, init=False, repr=False, eq=False)``
     would (``__dataclass_fields__``, ``__dataclass_params__``, class attributes, ``__match_args__``),
-    without its per-field type checks (ClassVar / InitVar: :func:`_covered` ruled them out): ~60 us
-    a class less.  False, nothing changed, where a class needs dataclasses' own checks and errors
+    without its per-field type checks (ClassVar / InitVar: :func:`_covered` ruled them out): less
+    per class (docs/benchmarks.md, "Figures behind the code").  False, nothing changed, where a class needs dataclasses' own checks and errors
     (a mutable default, a field without annotation, parameters of an unknown shape)."""
     own = cls.__dict__
     ann = own.get("__annotations__", {})

@@ -1,13 +1,13 @@
-"""One snapshot, one frozen request, four sections: the probes of `take_snapshot` as steps that run
+"""One snapshot, one frozen request, five sections: the probes of `take_snapshot` as steps that run
 serially in this process or some of them in children (cudafix/probes/ahead.py), with one answer.
 
 A :class:`Request` is everything a snapshot is taken for (the interpreter, the environment, the
-cache, the probe root, the switches).  Its probes fall into four sections, each a function of the
+cache, the probe root, the switches).  Its probes fall into five sections, each a function of the
 request that fills its fields of a Snapshot (:data:`FIELDS`):
 
 - ``pyenv``: the target interpreter (cudafix/probes/pyenv/interpreter.py), the variables CUDA and
-  torch read, the toolkits, torch and torchvision, what pins torch, the libraries torch would load,
-  `import torch` simulated;
+  torch read, the toolkits, torch and torchvision, what pins torch, the libraries torch would load;
+- ``torch_import``: `import torch` simulated (cudafix/probes/loader/torchload.py);
 - ``machine``: the host, the node, the driver, the PCI hardware, WSL, the JIT cache
   (cudafix/probes/machine/machine.py);
 - ``gpus``: NVML, else /proc (cudafix/probes/machine/gpus.py);
@@ -16,8 +16,8 @@ request that fills its fields of a Snapshot (:data:`FIELDS`):
 :func:`assemble` takes the sections in :data:`ORDER`: each from the child that ran it for this
 request (``started``), else here.  A child runs :func:`run` -- the same functions -- so a forked
 answer is the serial one by construction; the one input a child works out for itself, the
-extension scan's (the env's sys.path and torch), is compared with the env section's before its
-answer is used.  Nothing here is imported before the CLI forks but this module's top, which
+import simulation's and the extension scan's (the env's sys.path and torch: :data:`INPUTS`), is compared
+with the env section's before its answer is used.  Nothing here is imported before the CLI forks but this module's top, which
 imports nothing of cudafix's.
 """
 
@@ -79,7 +79,8 @@ def request(python: Optional[str] = None, env: Optional[Mapping[str, str]] = Non
 
 def _pyenv(req: Request, snap: Snapshot, ctx: Dict[str, Any], **_opts: Any) -> None:
     """The target interpreter first; everything else here follows from its sys.path and prefix,
-    which go into ``ctx`` for the sections after it (and the extension scan's inputs)."""
+    which go into ``ctx`` for the sections after it (``ctx["inputs"]``: the import simulation's
+    and the extension scan's inputs)."""
     from cudafix.probes.pyenv import environment
 
     env = dict(req.env)
@@ -89,11 +90,21 @@ def _pyenv(req: Request, snap: Snapshot, ctx: Dict[str, Any], **_opts: Any) -> N
     ctx.update(sys_path=sys_path, keep=keep)
     snap.env = _guard(snap, "env", lambda: environment.collect_env(env)) or {}
     _probe_python_env(snap, env, sys_path, prefix, req.usr_local, req.cache_dir, req.scan_arch)
-    _guard(snap, "libraries", lambda: _probe_libraries(snap, env, sys_path, req.cache_dir, req.root, keep))
-    _guard(snap, "torch_import", lambda: _probe_torch_import(snap, env, sys_path, req.cache_dir, req.root, keep))
+    inputs: Dict[str, Any] = {"torch_import": import_inputs(sys_path, env, snap.python, snap.primary_torch, req.cache_dir,
+                                                            req.root, keep)}
+    _guard(snap, "libraries", lambda: _probe_libraries(snap, inputs["torch_import"]))
     if req.scan_arch and req.scan_extensions and sys_path is not None:
-        ctx["ext_kwargs"] = extension_kwargs(sys_path, env, prefix, bool(snap.python.conda_prefix), snap.primary_torch,
-                                             snap.python.version, req.cache_dir, req.root, keep)
+        inputs["extensions"] = extension_kwargs(sys_path, env, prefix, bool(snap.python.conda_prefix), snap.primary_torch,
+                                                snap.python.version, req.cache_dir, req.root, keep)
+    ctx["inputs"] = inputs
+
+
+def _torch_import(req: Request, snap: Snapshot, ctx: Dict[str, Any], **_opts: Any) -> None:
+    """`import torch` simulated (not on Windows, where torch's DLL loading is
+    cudafix/probes/loader/windows.py's, nor without the target's sys.path)."""
+    inputs = _inputs(req, ctx, "torch_import")
+    if inputs is not None and inputs["sys_path"] is not None and not inputs["windows"]:
+        _guard(snap, "torch_import", lambda: _probe_torch_import(snap, inputs))
 
 
 def independent(req: Request) -> bool:
@@ -120,37 +131,53 @@ def _gpus(req: Request, snap: Snapshot, ctx: Dict[str, Any], keep_nvml: bool = F
 def _extensions(req: Request, snap: Snapshot, ctx: Dict[str, Any], workers: Optional[int] = None, **_opts: Any) -> None:
     from cudafix.probes.pyenv.extensions import probe_extensions
 
-    kwargs = ctx.get("ext_kwargs") if "sys_path" in ctx else _own_extension_kwargs(req)
+    kwargs = _inputs(req, ctx, "extensions")
     if kwargs is None:  # not scanning, or no sys.path of the target
         return
-    ctx["ext_kwargs"] = kwargs
     more = {"workers": workers} if workers else {}
     got = _guard(snap, "extensions", lambda: probe_extensions(**dict(kwargs, **more)))
     if got is not None:
         snap.extensions = got
 
 
-def _own_extension_kwargs(req: Request) -> Optional[Dict[str, Any]]:
-    """The scan's inputs worked out without the env section, for this interpreter (a child forked
-    before it): its sys.path, prefix and primary torch (no arch scan, no conda records: only the
-    torch's directory and version.py matter).  :func:`assemble` compares them with the section's."""
-    if req.python is not None or not (req.scan_arch and req.scan_extensions):
+def _inputs(req: Request, ctx: Dict[str, Any], section: str) -> Optional[Dict[str, Any]]:
+    """The inputs of a section that follows from the env section's facts: the env section's where
+    it ran in this process, else (a child forked before it) worked out here, kept in ``ctx`` for
+    :func:`assemble` to compare."""
+    if "sys_path" in ctx:
+        return ctx.get("inputs", {}).get(section)
+    got = _own_inputs(req, section)
+    ctx.setdefault("inputs", {})[section] = got
+    return got
+
+
+def _own_inputs(req: Request, section: str) -> Optional[Dict[str, Any]]:
+    """A section's inputs worked out without the env section, for this interpreter: its sys.path,
+    prefix and primary torch (no arch scan, no conda records: only the torch's directory and
+    version.py matter).  None where they cannot be (another interpreter, a scan not asked for)."""
+    if req.python is not None or (section == "extensions" and not (req.scan_arch and req.scan_extensions)):
         return None
     from cudafix.probes.pyenv import torch_build
     from cudafix.probes.pyenv.interpreter import current_python
 
     info, sys_path = current_python()
     prefix = info.prefix or None
-    conda = bool(prefix and os.path.isdir(os.path.join(prefix, "conda-meta")))
+    keep = kept_dirs(prefix, req.root)
     torches = torch_build.probe_torch(sys_path, prefix=prefix, scan_arch=False, conda_records=[])
-    return extension_kwargs(sys_path, dict(req.env), prefix, conda, torches[0] if torches else None, info.version,
-                            req.cache_dir, req.root, kept_dirs(prefix, req.root))
+    primary = torches[0] if torches else None
+    if section == "torch_import":
+        return import_inputs(sys_path, dict(req.env), info, primary, req.cache_dir, req.root, keep)
+    conda = bool(prefix and os.path.isdir(os.path.join(prefix, "conda-meta")))
+    return extension_kwargs(sys_path, dict(req.env), prefix, conda, primary, info.version, req.cache_dir, req.root, keep)
 
 
-STEPS: Dict[str, Callable[..., None]] = {"pyenv": _pyenv, "machine": _machine, "gpus": _gpus, "extensions": _extensions}
-ORDER = ("pyenv", "machine", "gpus", "extensions")  # the extension scan's inputs come from the env section
+STEPS: Dict[str, Callable[..., None]] = {"pyenv": _pyenv, "torch_import": _torch_import, "machine": _machine, "gpus": _gpus,
+                                         "extensions": _extensions}
+ORDER = ("pyenv", "torch_import", "machine", "gpus", "extensions")  # the simulation's and the scan's inputs come from the env section
+INPUTS = ("torch_import", "extensions")  # the sections whose inputs a child may work out for itself (_own_inputs)
 FIELDS = {
-    "pyenv": ("python", "env", "toolkits", "torch", "torchvision", "torch_pinned", "libraries", "torch_import"),
+    "pyenv": ("python", "env", "toolkits", "torch", "torchvision", "torch_pinned", "libraries"),
+    "torch_import": ("torch_import",),
     "machine": ("host", "node", "driver", "hardware", "wsl", "jit_cache"),
     "gpus": ("gpus",),
     "extensions": ("extensions",),
@@ -186,8 +213,8 @@ def assemble(req: Request, started: Any = None) -> Snapshot:
     ctx: Dict[str, Any] = {}
     for name in ORDER:
         got = started.answer(name) if started is not None else None
-        if got is not None and name == "extensions" and got[2].get("ext_kwargs") != ctx.get("ext_kwargs"):
-            got = None  # scanned for other inputs than the env section found
+        if got is not None and name in INPUTS and got[2].get("inputs", {}).get(name) != ctx.get("inputs", {}).get(name):
+            got = None  # probed for other inputs than the env section found
         if got is None:
             STEPS[name](req, snap, ctx)
             continue
@@ -283,27 +310,20 @@ def _probe_python_env(snap: Snapshot, env: Mapping[str, str], sys_path: Optional
         snap.torch_pinned = pinned
 
 
-def _probe_libraries(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]], cache_dir: Optional[str],
-                     root: str, keep: Tuple[str, ...]) -> None:
+def _probe_libraries(snap: Snapshot, inputs: Dict[str, Any]) -> None:
     from cudafix.probes.loader.libraries import probe_libraries  # type: ignore  # the loader-simulation module
 
-    primary = snap.primary_torch
-    snap.libraries = probe_libraries(primary.package_dir if primary else None, env, cache_dir=cache_dir, root=root, keep=keep,
-                                     sys_path=sys_path)
+    snap.libraries = probe_libraries(inputs["torch_dir"], inputs["env"], cache_dir=inputs["cache_dir"], root=inputs["root"],
+                                     keep=inputs["keep"], sys_path=inputs["sys_path"])
 
 
-def _probe_torch_import(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]], cache_dir: Optional[str],
-                        root: str, keep: Tuple[str, ...]) -> None:
-    """`import torch` simulated (cudafix/probes/loader/torchload.py); not on Windows, where torch's DLL
-    loading is cudafix/probes/loader/windows.py's, nor without the target's sys.path."""
+def _probe_torch_import(snap: Snapshot, inputs: Dict[str, Any]) -> None:
+    """`import torch` simulated (cudafix/probes/loader/torchload.py)."""
     from cudafix.probes.loader.torchload import probe_torch_import
 
-    if sys_path is None or (snap.python.platform or "linux").startswith("win"):
-        return
-    primary = snap.primary_torch
-    snap.torch_import = probe_torch_import(primary.package_dir if primary else None, sys_path, env,
-                                           python_version=snap.python.version or "",
-                                           executable=snap.python.executable, cache_dir=cache_dir, root=root, keep=keep)
+    snap.torch_import = probe_torch_import(inputs["torch_dir"], inputs["sys_path"], inputs["env"],
+                                           python_version=inputs["python_version"], executable=inputs["executable"],
+                                           cache_dir=inputs["cache_dir"], root=inputs["root"], keep=inputs["keep"])
 
 
 def _probe_windows(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]]) -> None:
@@ -337,6 +357,16 @@ def kept_dirs(prefix: Optional[str], root: str) -> Tuple[str, ...]:
     (cudafix.probes.machine.host.machine_path, docs/wsl.md) -- unless the prefix is the system's own
     (/usr: a distribution's python), whose libraries the tree has."""
     return (prefix,) if prefix and root != "/" and os.path.normpath(prefix) not in SYSTEM_PREFIXES else ()
+
+
+def import_inputs(sys_path: Optional[List[str]], env: Mapping[str, str], python: Any, primary: Optional[TorchBuild],
+                  cache_dir: Optional[str], root: str, keep: Tuple[str, ...]) -> Dict[str, Any]:
+    """The inputs of `import torch` simulated (and of the libraries probe): the env's sys.path and
+    primary torch, the interpreter's version, executable and platform (``python``: a PythonInfo)."""
+    return {"torch_dir": primary.package_dir if primary else None, "sys_path": None if sys_path is None else list(sys_path),
+            "env": dict(env), "python_version": python.version or "", "executable": python.executable,
+            "windows": (python.platform or "linux").startswith("win"), "cache_dir": cache_dir, "root": root,
+            "keep": tuple(keep)}
 
 
 def extension_kwargs(sys_path: List[str], env: Mapping[str, str], prefix: Optional[str], conda: bool,

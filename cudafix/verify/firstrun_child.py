@@ -143,7 +143,7 @@ def measure(a: argparse.Namespace) -> Dict[str, Any]:
     out["torch_cuda"] = torch.version.cuda
     dev = a.device
     # the program pays cuInit and the device count before its first tensor, and under
-    # CUDA_MODULE_LOADING=EAGER part of the loading lands here (H200: 1.3 s of 3.9 s): timed too
+    # CUDA_MODULE_LOADING=EAGER part of the loading lands here (docs/benchmarks.md): timed too
     t = time.perf_counter()
     if dev == "cuda" and not torch.cuda.is_available():
         out["cuda_available"] = False

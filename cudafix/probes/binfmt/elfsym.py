@@ -57,15 +57,18 @@ def needed_symbols(path: str) -> Tuple[Optional[NeededSymbols], str]:
     return NeededSymbols([n for n, w, _v, _f in got if not w], [n for n, w, _v, _f in got if w]), ""
 
 
-def imports(path: str, files: Optional[Callable[[str], bool]] = None, unversioned: Optional[Pattern[bytes]] = None
-            ) -> Tuple[Optional[List[Tuple[str, bool, Optional[str], Optional[str]]]], str]:
+def imports(path: str, files: Optional[Callable[[str], bool]] = None, unversioned: Optional[Pattern[bytes]] = None,
+            ordered: bool = True) -> Tuple[Optional[List[Tuple[str, bool, Optional[str], Optional[str]]]], str]:
     """(name, weak, version, file) of each undefined dynamic symbol in binding order; version and
     file from the symbol's ``.gnu.version`` index into ``.gnu.version_r`` (e.g.
     ``__nvJitLinkAddData_12_1``, "libnvJitLink.so.12", "libnvJitLink.so.12"), None when unversioned.
 
     ``files`` / ``unversioned``: only the symbols whose version's file ``files`` accepts, and the
     unversioned ones whose name ``unversioned`` matches (None: none of them) -- chosen before any
-    name is decoded: libtorch_cpu.so imports ~70,000 symbols, torch's import needs a few hundred."""
+    name is decoded: libtorch_cpu.so imports ~70,000 symbols, torch's import needs a few hundred.
+    ``ordered=False``: in ``.dynsym`` order instead, the relocations not read (libtorch_cpu.so's
+    are 8 MB: most of this function's time), for a caller that needs the order only when two of
+    them fail."""
     elf, reason = read_elf(path, with_dynamic=False)
     if elf is None:
         return None, reason or "unreadable"
@@ -85,7 +88,7 @@ def imports(path: str, files: Optional[Callable[[str], bool]] = None, unversione
         syms = _pread(fd, dynsym.offset, dynsym.size)
         strs = _pread(fd, dynstr.offset, dynstr.size)
         rels = []
-        for sec_name in (".rela.dyn", ".rela.plt"):
+        for sec_name in (".rela.dyn", ".rela.plt") if ordered else ():
             sec = elf.sections.get(sec_name)
             if sec is not None and sec.size <= MAX_DYNSYM_BYTES:
                 rel = _pread(fd, sec.offset, sec.size)

@@ -56,14 +56,14 @@ TORCH_CUDA_API_B = re.compile(rb"(?:nccl|cublas|cudnn|cusparse|cufft|curand|cuso
 
 
 IMPORTS_CACHE = "torch-imports-cache.json"
-IMPORTS_CACHE_VERSION = 1
+IMPORTS_CACHE_VERSION = 2
 IMPORTS_CACHE_MAX = 256
 
 
 class _Symbols:
     """Symbol tables opened once per probe run, and each object's CUDA imports: parsed once per
-    file (libtorch_cpu.so imports ~70,000 symbols: ~0.1 s), then kept in ``cache_dir`` by the
-    file's stat (cudafix.store.cachefile's rules)."""
+    file (libtorch_cpu.so imports ~70,000 symbols), then kept in ``cache_dir`` by the file's stat
+    (cudafix.store.cachefile's rules)."""
 
     def __init__(self, cache_dir: Optional[str] = None) -> None:
         self.tables: Dict[str, elfsym.SymbolTable] = {}
@@ -75,7 +75,7 @@ class _Symbols:
     def cuda_imports(self, path: str, torch_own: bool) -> List[Tuple[str, str, str]]:
         """(symbol, version, version's file) of the strong imports a CUDA library must define:
         those with a version need of a CUDA library, and (torch's own libraries) unversioned CUDA
-        API names (TORCH_CUDA_API_B); in binding order."""
+        API names (TORCH_CUDA_API_B); in ``.dynsym`` order (:meth:`first_bound` orders them)."""
         hit = self.memo.get(path)
         if hit is not None:
             return hit
@@ -85,13 +85,23 @@ class _Symbols:
         if isinstance(ent, dict) and ent.get("sig") == sig and isinstance(ent.get("imports"), list):
             got = [tuple(x) for x in ent["imports"] if isinstance(x, list) and len(x) == 3]
         else:
-            parsed, _why = elfsym.imports(path, files=is_cuda_soname, unversioned=TORCH_CUDA_API_B if torch_own else None)
+            parsed, _why = elfsym.imports(path, files=is_cuda_soname, unversioned=TORCH_CUDA_API_B if torch_own else None,
+                                          ordered=False)
             got = [(n, v or "", f or "") for n, weak, v, f in parsed or () if not weak]
             if parsed is not None and sig is not None:
                 self.cache[real] = {"sig": sig, "imports": [list(x) for x in got]}
                 self.dirty = True
         self.memo[path] = got  # type: ignore[assignment]
         return got  # type: ignore[return-value]
+
+    def first_bound(self, path: str, torch_own: bool, names: List[str]) -> str:
+        """Of ``names`` (imports of ``path``), the one the loader binds first: the relocations
+        read for this object alone, only where two of its imports are undefined."""
+        parsed, _why = elfsym.imports(path, files=is_cuda_soname, unversioned=TORCH_CUDA_API_B if torch_own else None)
+        pos: Dict[str, int] = {}
+        for i, (n, _w, _v, _f) in enumerate(parsed or ()):
+            pos.setdefault(n, i)
+        return min(names, key=lambda n: (pos.get(n, len(pos)), names.index(n)))
 
     def defines(self, path: str, name: str) -> Optional[bool]:
         t = self.tables.get(path)
@@ -116,14 +126,16 @@ def _provider(sim: LoaderSim, prefix: str) -> Optional[_Obj]:
 
 
 def _undefined(sim: LoaderSim, obj: _Obj, syms: _Symbols) -> Optional[Tuple[str, str, _Obj]]:
-    """The first strong symbol ``obj`` imports from a CUDA library that the library does not
-    define: (symbol, version or "", provider)."""
+    """The first strong symbol, in binding order, that ``obj`` imports from a CUDA library that
+    the library does not define: (symbol, version or "", provider)."""
     base = obj.elf.soname or os.path.basename(obj.path)
     if not (is_cuda_soname(base) or TORCH_OWN.match(base)):
         return None
     if not any(is_cuda_soname(n) for n in obj.elf.needed):
         return None
-    for name, version, vfile in syms.cuda_imports(obj.path, bool(TORCH_OWN.match(base))):
+    torch_own = bool(TORCH_OWN.match(base))
+    missing: List[Tuple[str, str, _Obj]] = []
+    for name, version, vfile in syms.cuda_imports(obj.path, torch_own):
         if vfile:
             prov = sim._by_name.get(vfile)
         else:
@@ -132,8 +144,11 @@ def _undefined(sim: LoaderSim, obj: _Obj, syms: _Symbols) -> Optional[Tuple[str,
         if prov is None:
             continue
         if syms.defines(prov.path, name) is False:
-            return name, version or "", prov
-    return None
+            missing.append((name, version or "", prov))
+    if len(missing) < 2:
+        return missing[0] if missing else None
+    first = syms.first_bound(obj.path, torch_own, [m[0] for m in missing])
+    return next(m for m in missing if m[0] == first)
 
 
 def _load(sim: LoaderSim, path: str, syms: _Symbols, how: str = "root") -> Optional[Tuple[str, str, str, Optional[_Obj]]]:

@@ -161,7 +161,7 @@ def locate_driver_lib(env: Mapping[str, str], root: str = "/", keep: Tuple[str, 
 
 def query_driver_cuda_version(libcuda_path: str) -> Tuple[Optional[int], Optional[str]]:
     """cuDriverGetVersion WITHOUT cuInit, via ctypes on the located libcuda: (13000, None) or (None, reason)."""
-    import ctypes  # only where a libcuda was found (~2.5 ms of imports otherwise spared)
+    import ctypes  # only where a libcuda was found (its imports spared otherwise: docs/benchmarks.md)
 
     from cudafix.store import trustload
 

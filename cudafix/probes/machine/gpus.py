@@ -72,8 +72,9 @@ def read_nvml_gpus(keep_nvml: bool = False) -> Tuple[Optional[List[GPU]], Option
     then the caller does (:func:`cudafix.probes.machine.nvml.shutdown`; cudafix.probes.ahead, after it
     has answered).
 
-    pynvml is imported here and only when a driver is present: importing it costs 10-90 ms
-    (a ~330 KB module, compiled on every run where no .pyc could be written), and without a
+    pynvml is imported here and only when a driver is present: importing it is costly (a ~330 KB
+    module, compiled on every run where no .pyc could be written: docs/benchmarks.md, "Figures
+    behind the code"), and without a
     kernel module nvmlInit can only fail.  NVML starts on a thread meanwhile (nvml.begin).
     """
     if nvml.nvidia_driver_present() is None:

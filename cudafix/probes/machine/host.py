@@ -34,8 +34,8 @@ def describe_oserror(exc: BaseException) -> str:
 
 def which(cmd: str, path: str) -> Optional[str]:
     """``shutil.which(cmd, path=path)`` for a plain command name on POSIX (shutil's own code
-    elsewhere).  Importing shutil costs `cudafix status` ~2 ms (it imports bz2, lzma and fnmatch):
-    this is its POSIX branch, the same checks in the same order (tests/test_probe_which.py)."""
+    elsewhere).  Importing shutil costs `cudafix status` its imports of bz2, lzma and fnmatch
+    (docs/benchmarks.md, "Figures behind the code"): this is its POSIX branch, the same checks in the same order (tests/test_probe_which.py)."""
     if os.name == "nt" or os.path.dirname(cmd):
         import shutil
 

@@ -66,7 +66,7 @@ def _libc() -> ctypes.CDLL:
 
 def socket_interfaces() -> Tuple[Optional[List[str]], str]:
     """(names NCCL's interface search can return, how) or (None, why not)."""
-    # _socket, not socket: the same constants without socket.py's enum conversions (~2 ms)
+    # _socket, not socket: the same constants without socket.py's enum conversions
     from _socket import AF_INET, AF_INET6
 
     try:

@@ -48,7 +48,7 @@ def engine_identity(env: Mapping[str, str]) -> Tuple[Optional[str], Optional[str
 def probe_node(env: Mapping[str, str], root: str = "/") -> NodeInfo:
     info = NodeInfo()
     try:
-        # gethostname(2) is uname(2)'s nodename on Linux (glibc): os.uname spares importing socket (~3 ms)
+        # gethostname(2) is uname(2)'s nodename on Linux (glibc): os.uname spares importing socket
         info.hostname = (os.uname().nodename if hasattr(os, "uname") else _gethostname()) or None
         info.found_via["hostname"] = "gethostname()"
     except OSError as exc:

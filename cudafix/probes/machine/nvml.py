@@ -4,9 +4,10 @@ import, and NVML's start and end.
 Light on purpose (os and cudafix.probes.machine.host only): `status` asks :func:`nvidia_driver_present` before it forks the GPU
 probe (cudafix/probes/ahead.py), and whatever is imported first delays that fork.
 
-NVML is started on a second thread while this one imports pynvml (:func:`begin`): on the H200
-image importing pynvml is ~18 ms of Python and nvmlInit plus the first device handle ~13-20 ms
-in the driver, and ctypes lets the GIL go for a foreign call.  The thread only starts NVML and
+NVML is started on a second thread while this one imports pynvml (:func:`begin`): importing
+pynvml is Python's work and nvmlInit plus the first device handle the driver's, of a similar size
+on the H200 image (docs/benchmarks.md, "Figures behind the code"), and ctypes lets the GIL go for
+a foreign call.  The thread only starts NVML and
 attaches its devices (nvmlInit_v2 is lazy: "GPUs are discovered and initialized in
 nvmlDeviceGetHandleBy* functions"); every fact the probe reports still comes from pynvml's own
 calls, which find NVML started.  This is sound because NVML counts its initializations and
@@ -52,7 +53,7 @@ PYCACHE = "pycache"  # under the per-user cache dir (cudafix.store.paths.user_ca
 
 def import_pynvml(env: Optional[Dict[str, str]] = None):  # type: ignore[no-untyped-def]
     """``import pynvml``; where the env keeps no bytecode of it and Python writes none
-    (PYTHONDONTWRITEBYTECODE, as in the H200 image: 60-90 ms of compiling on every `status`), its
+    (PYTHONDONTWRITEBYTECODE, as in the H200 image: compiled again on every `status`), its
     bytecode goes to and comes from cudafix's private per-user cache (``sys.pycache_prefix``
     there, for this one import).  Python itself checks that bytecode against the source's mtime
     and size; a cache directory another user could write (cudafix.store.safefs) is not used."""

@@ -192,7 +192,7 @@ def demangle(name: str) -> Optional[str]:
     tool = which("c++filt", search)
     if tool is None:
         return None
-    from cudafix.store import runner  # here, not at import: a warm scan demangles nothing (~8 ms)
+    from cudafix.store import runner  # here, not at import: a warm scan demangles nothing (docs/benchmarks.md)
 
     try:  # the trusted runner: a c++filt of root's or ours only
         res = runner.run([tool, name], 10, max_output=1 << 16)

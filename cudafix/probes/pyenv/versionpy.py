@@ -5,8 +5,8 @@
 takes, skip everything else (compound statements included), nothing executed; a text that does
 not parse gives ``{}``.
 
-Importing ``ast`` and parsing costs 1-4 ms of every `cudafix status` (torch's and torchvision's
-version.py are read on every run; issue 23, docs/benchmarks.md "Issue 23, 2026-12-02"), so a file
+Importing ``ast`` and parsing is a measurable part of every `cudafix status` (torch's and
+torchvision's version.py are read on every run; docs/benchmarks.md, "Figures behind the code"), so a file
 of the shape torch and torchvision write is read line by line where that gives ``ast``'s answer
 for certain: the text compiles (so it is valid Python, and ``ast.parse`` would parse it the
 same); every line at column 0 is blank, a comment, a one-line ``import``, a one-line header of a

@@ -22,7 +22,8 @@ from cudafix.probes.loader.loaderfs import REAL, FileSystem
 
 MAX_METADATA = 1 << 20
 # torch's requirements, flattened, kept per torch by the stat of the METADATA files they came from:
-# parsing cuda-toolkit's ~650 Requires-Dist lines with their markers is ~0.1 s of every status.
+# parsing cuda-toolkit's Requires-Dist lines with their markers on every status cost the most of
+# a warm one (docs/benchmarks.md, "Figures behind the code").
 CACHE_FILE = "torch-requirements-cache.json"
 CACHE_VERSION = 1
 CACHE_MAX_ENTRIES = 32
