@@ -1,6 +1,7 @@
 #!/bin/sh
-# Issues 34 and 37 on the GPU machine in one device run (~9 min), results packed into
-# $OUT/wave4.tgz (the device tool brings back 8 files at most):
+# Issues 34 and 37 on the GPU machine in one device run (~8 min), each part packed as it ends
+# (compat.tgz, status.tgz: the device tool brings back 8 files at most, and a run cut off at its
+# limit still brings back the parts that ended):
 #   compat/  sh bench/compat_h200.sh MODS: the model against the real driver, cupy's kernels, the
 #            image's env recorded with this tree (issue 34)
 #   status/  sh bench/issue23_h200.sh BEFORE: status vs collect_env, warm and cold, the same-run A/B
@@ -19,9 +20,11 @@ rm -rf /tmp/cfx-before; cp -a "$BEFORE" /tmp/cfx-before; rm -rf "$BEFORE"
 TOP=$OUT
 mkdir -p "$TOP/compat" "$TOP/status"
 OUT=$TOP/compat sh bench/compat_h200.sh "$MODS" > "$TOP/compat/run.txt" 2>&1
+(cd "$TOP" && tar czf compat.tgz compat && rm -rf compat)
 PY=/opt/torch/.venv/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
 OUT=$TOP/status sh bench/issue23_h200.sh /tmp/cfx-before > "$TOP/status/run.txt" 2>&1
+(cd "$TOP" && tar czf status.tgz status && rm -rf status)
 {
   echo "== pip install (no index: the device has no registry)"
   cp -a "$HERE" /tmp/cfx-src && rm -rf /tmp/cfx-src/.git /tmp/cfx-src/.carry /tmp/cfx-src/.devrun
@@ -36,4 +39,4 @@ OUT=$TOP/status sh bench/issue23_h200.sh /tmp/cfx-before > "$TOP/status/run.txt"
   done
   head -c 300 /tmp/fr.json; echo
 } > "$TOP/first-run.txt" 2>&1
-cd "$TOP" && tar czf wave4.tgz compat status first-run.txt && rm -rf compat status && ls -la "$TOP"
+ls -la "$TOP"
