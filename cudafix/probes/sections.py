@@ -15,10 +15,10 @@ request that fills its fields of a Snapshot (:data:`FIELDS`):
 
 :func:`assemble` takes the sections in :data:`ORDER`: each from the child that ran it for this
 request (``started``), else here.  A child runs :func:`run` -- the same functions -- so a forked
-answer is the serial one by construction; the one input a child works out for itself, the
-import simulation's and the extension scan's (the env's sys.path and torch: :data:`INPUTS`), is compared
-with the env section's before its answer is used.  Nothing here is imported before the CLI forks but this module's top, which
-imports nothing of cudafix's.
+answer is the serial one by construction; the one input a child works out for itself, the import
+simulation's and the extension scan's (the env's sys.path and torch: :data:`INPUTS`), is compared
+with the env section's before its answer is used.  Nothing here is imported before the CLI forks
+but this module's top, which imports nothing of cudafix's.
 """
 
 from __future__ import annotations
@@ -173,7 +173,8 @@ def _own_inputs(req: Request, section: str) -> Optional[Dict[str, Any]]:
 
 STEPS: Dict[str, Callable[..., None]] = {"pyenv": _pyenv, "torch_import": _torch_import, "machine": _machine, "gpus": _gpus,
                                          "extensions": _extensions}
-ORDER = ("pyenv", "torch_import", "machine", "gpus", "extensions")  # the simulation's and the scan's inputs come from the env section
+# the import simulation's and the extension scan's inputs come from the env section
+ORDER = ("pyenv", "torch_import", "machine", "gpus", "extensions")
 INPUTS = ("torch_import", "extensions")  # the sections whose inputs a child may work out for itself (_own_inputs)
 FIELDS = {
     "pyenv": ("python", "env", "toolkits", "torch", "torchvision", "torch_pinned", "libraries"),

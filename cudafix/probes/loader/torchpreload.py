@@ -75,8 +75,10 @@ def candidates(fs: FileSystem, path: str, folder: str, pattern: str, wide: bool,
     if not wide and not fs.exists(os.path.join(path, "nvidia")):
         return []
     dirs = [os.path.join(path, "nvidia", folder, "lib")]
+    if wide and cuda_major:
+        dirs.append(os.path.join(path, "nvidia", "cu" + cuda_major, "lib"))
     if wide:
-        dirs += ([os.path.join(path, "nvidia", "cu" + cuda_major, "lib")] if cuda_major else []) + [os.path.join(path, folder, "lib")]
+        dirs.append(os.path.join(path, folder, "lib"))
     out: List[str] = []
     for d in dirs:
         # a stat before the glob: most sys.path entries have no such directory, and a glob of
