@@ -11,20 +11,31 @@
 #            because the install puts cudafix's hook into the image's env.
 #   python -m tools.compat_proof build .carry/compat; git archive <before> | tar -x -C .devrun/before
 #   sh bench/wave4_device.sh .carry/compat .devrun/before      # there, carry: .carry, .devrun
+#   PARTS="status first-run" sh bench/wave4_device.sh ...   # a subset (default: all three)
 cd "$(dirname "$0")/.." || exit 1
 HERE=$(pwd)
+PARTS=${PARTS:-compat status first-run}
+has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 MODS=${1:?usage: wave4_device.sh MODULE_DIR BEFORE_DIR}
 BEFORE=${2:?usage: wave4_device.sh MODULE_DIR BEFORE_DIR}
 # both move out of this checkout: the runs put it on sys.path, and the extension scan would walk them
 rm -rf /tmp/cfx-before; cp -a "$BEFORE" /tmp/cfx-before; rm -rf "$BEFORE"
+rm -rf /tmp/cfx-mods; cp -a "$MODS" /tmp/cfx-mods; rm -rf "$MODS"; MODS=/tmp/cfx-mods
 TOP=$OUT
 mkdir -p "$TOP/compat" "$TOP/status"
-OUT=$TOP/compat sh bench/compat_h200.sh "$MODS" > "$TOP/compat/run.txt" 2>&1
-(cd "$TOP" && tar czf compat.tgz compat && rm -rf compat)
+if has compat; then
+  OUT=$TOP/compat sh bench/compat_h200.sh "$MODS" > "$TOP/compat/run.txt" 2>&1
+  (cd "$TOP" && tar czf compat.tgz compat)
+fi
+rm -rf "$TOP/compat"
 PY=/opt/torch/.venv/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
-OUT=$TOP/status sh bench/issue23_h200.sh /tmp/cfx-before > "$TOP/status/run.txt" 2>&1
-(cd "$TOP" && tar czf status.tgz status && rm -rf status)
+if has status; then
+  OUT=$TOP/status sh bench/issue23_h200.sh /tmp/cfx-before > "$TOP/status/run.txt" 2>&1
+  (cd "$TOP" && tar czf status.tgz status)
+fi
+rm -rf "$TOP/status"
+has first-run || { ls -la "$TOP"; exit 0; }
 {
   echo "== pip install (no index: the device has no registry)"
   cp -a "$HERE" /tmp/cfx-src && rm -rf /tmp/cfx-src/.git /tmp/cfx-src/.carry /tmp/cfx-src/.devrun
