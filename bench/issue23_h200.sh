@@ -38,7 +38,7 @@ EOF
 # 2. same-run A/Bs: against the before tree, against this tree serial, and each speed switch undone
 ( cd /; timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$BEFORE" -n 30
   timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$HERE" --other-env CUDAFIX_SERIAL=1 -n 30
-  PYTHONPATH=$HERE timeout 200 "$PY" "$HERE"/bench/switches.py -n 30 --python "$PY" ) > "$OUT"/ab.txt 2>&1
+  PYTHONPATH=$HERE timeout 200 "$PY" "$HERE"/bench/switches.py -n 50 --python "$PY" ) > "$OUT"/ab.txt 2>&1
 # 3. status vs collect_env, the before tree timed in the same rounds
 timeout 240 "$PY" bench/status_vs_collect_env.py --python "$PY" --also-repo "$BEFORE" -n 9 --check --speed-target 40 --warm-max-s 0.120 --cold-max-s 0.300 --json-out "$OUT"/status-bench.json > "$OUT"/status-bench.txt 2>&1
 echo "rc=$?" >> "$OUT"/status-bench.txt

@@ -11,7 +11,6 @@ Per variant: the median of its per-round differences to the baseline (ms), their
   baseline       what `python -m cudafix status --json` does (cudafix/__main__.py: gc off, then cli.run)
   gc-on          the cyclic collector left on (cudafix/__main__.py, cli/fast.py)
   sys-exit       `sys.exit` instead of `os._exit` after atexit (cli/__init__.py `_leave`)
-  no-shared      the model not imported once before the children's forks (probes/ahead.py `_shared_imports`)
   no-machine     the machine section not in a child of its own (probes/ahead.py `MACHINE_MIN_CPUS`)
   serial         no child at all (CUDAFIX_JOBS=1): the whole head start
 
@@ -33,7 +32,6 @@ VARIANTS = {
     "baseline": ("import gc; gc.disable(); " + RUN, {}),
     "gc-on": ("import gc; gc.disable = lambda: None; " + RUN, {}),
     "sys-exit": ("import gc, sys; gc.disable(); import cudafix.cli as c; c._leave = lambda rc: sys.exit(rc); " + RUN, {}),
-    "no-shared": ("import gc; gc.disable(); from cudafix.probes import ahead; ahead._shared_imports = lambda: None; " + RUN, {}),
     "no-machine": ("import gc; gc.disable(); from cudafix.probes import ahead; ahead.MACHINE_MIN_CPUS = 1 << 30; " + RUN, {}),
     "serial": ("import gc; gc.disable(); " + RUN, {"CUDAFIX_JOBS": "1"}),
 }

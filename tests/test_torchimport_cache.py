@@ -27,10 +27,10 @@ def view(tmp_path):
     shutil.rmtree(str(py.parent.parent), ignore_errors=True)
 
 
-def _probe(py, cache_dir):
+def _probe(py, cache_dir, helper=False):
     sys_path, site, pyver = _paths(py)
     return torchload.probe_torch_import(os.path.join(site, "torch"), sys_path, {}, pyver, executable=str(py),
-                                        cache_dir=cache_dir)
+                                        cache_dir=cache_dir, helper=helper)
 
 
 def test_hit_equals_a_fresh_run_and_a_removed_wheel_is_seen(view, tmp_path, monkeypatch):
@@ -70,6 +70,57 @@ def test_hit_equals_a_fresh_run_and_a_removed_wheel_is_seen(view, tmp_path, monk
     again = _probe(view, str(cache))
     assert again.error is None and bi.real_import(view) == (0, "")
     assert dataclasses.asdict(again) == dataclasses.asdict(_probe(view, None))
+
+
+# Runs in a fresh process (a test worker runs threads, where cudafix forks no helper): the
+# simulation of one view twice, its requirements read here and then by a helper.
+HELPER = r"""
+import dataclasses, json, os, sys
+from cudafix.probes.loader import torchload
+from cudafix.probes.pyenv import wheelreqs
+from cudafix.store import cachefile
+cachefile.RACY_NS = 0  # the view was made moments ago
+torch_dir, sys_path, pyver, exe, root = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+here = []
+real_init = wheelreqs.Requirements.__init__
+def init(self, *a, **k):
+    here.append(os.getpid())
+    real_init(self, *a, **k)
+wheelreqs.Requirements.__init__ = init
+answers, stored = [], []
+for helper in (False, True):
+    cache = os.path.join(root, "cache-%s" % helper)
+    os.mkdir(cache, 0o700)
+    answers.append(dataclasses.asdict(torchload.probe_torch_import(torch_dir, sys_path, {}, pyver, executable=exe,
+                                                                   cache_dir=cache, helper=helper)))
+    (ent,) = cachefile.load(cache, torchload.RESULT_CACHE, torchload._cache_version()).values()
+    stored.append(sorted(p for p, _sig in ent["deps"]))
+print(json.dumps({"here": len(here), "answers": answers, "stored": stored}))
+"""
+
+
+def test_requirements_read_by_a_helper_are_the_serial_answer(view, tmp_path):
+    """A cold run may read torch's requirements in a helper process (wheelreqs.ahead): the same
+    answer as reading them here, on a broken install whose finding comes from them, and the same
+    files recorded, so that its stored answer goes stale exactly when the serial one does."""
+    import json
+    import subprocess
+    import sys
+
+    sys_path, site, pyver = _paths(view)
+    (info,) = [d for d in pathlib.Path(site).iterdir() if d.name.startswith("nvidia_nvjitlink-")]
+    shutil.rmtree(str(info))
+    for p in (pathlib.Path(site) / "nvidia").rglob("libnvJitLink.so*"):
+        p.unlink()
+    p = subprocess.run([sys.executable, "-c", HELPER, os.path.join(site, "torch"), json.dumps(sys_path), pyver, str(view),
+                        str(tmp_path)], capture_output=True, text=True, timeout=300, cwd="/",
+                       env=dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent)))
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert got["here"] == 1, "the helper run read the requirements in this process"
+    assert got["answers"][0] == got["answers"][1]
+    assert any("nvjitlink" in b["wheel"] for b in got["answers"][1]["breaks"]), got["answers"][1]["breaks"]
+    assert got["stored"][0] == got["stored"][1] and any(x.endswith("/METADATA") for x in got["stored"][1])
 
 
 def test_a_malformed_entry_is_computed_again(tmp_path):

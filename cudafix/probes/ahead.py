@@ -99,12 +99,11 @@ def start(req: Any, always: bool = False, rest: bool = False) -> Optional[Starte
 
         # NVML is shut down after the answer is sent (the parent need not wait for it)
         fork("gpus", ["gpus"], lambda: _gpus_child(req), after=nvml.shutdown)
-    _shared_imports()
     if req.python is None and req.scan_arch and req.scan_extensions and (always or _scan_work(req.cache_dir)):
         workers = min(MAX_EXAMINE_WORKERS, forks.cpus() // 2)
         fork("extensions", ["extensions"], lambda: sections.run(req, ["extensions"], workers=workers))
     if req.python is None and (always or _import_work(req.cache_dir)):
-        fork("torch_import", ["torch_import"], lambda: sections.run(req, ["torch_import"]))
+        fork("torch_import", ["torch_import"], lambda: sections.run(req, ["torch_import"], helper=True))
     if sections.independent(req) and (always or forks.cpus() >= MACHINE_MIN_CPUS):
         fork("machine", ["machine"], lambda: sections.run(req, ["machine"]))
     left = [s for s in sections.ORDER if s not in groups]
@@ -125,7 +124,8 @@ MACHINE_MIN_CPUS = 4
 # `import torch` simulated runs in a child of its own only where it has work: with no stored
 # answer (a first run, or a new cache) it reads the symbol tables of torch's libraries, the
 # largest part of a cold `status`, which pays on 2 CPUs already (docs/benchmarks.md); with one it
-# re-stats the files it read, which the child of the sections left does as well.
+# re-stats the files it read, which the child of the sections left does as well.  That child
+# reads torch's requirements in a helper of its own meanwhile (cudafix/probes/pyenv/wheelreqs.py).
 # torchload.RESULT_CACHE (a test holds the name): importing that module here would cost the
 # parent its import before the forks.
 IMPORT_ANSWER = "torch-import-cache.json"
@@ -154,15 +154,6 @@ def _gpus_child(req: Any) -> Any:
     from cudafix.probes import sections
 
     return sections.run(req, ["gpus"], keep_nvml=True)
-
-
-def _shared_imports() -> None:
-    """What every other process of the command imports (the model, json), imported once, after
-    the GPU child's fork and before the others': on the H200 each process importing the model
-    itself made the snapshot child slower (run 8, docs/benchmarks.md)."""
-    import json  # noqa: F401
-
-    from cudafix.model import snapshot  # noqa: F401
 
 
 def _import_work(cache_dir: Optional[str]) -> bool:

@@ -99,12 +99,13 @@ def _pyenv(req: Request, snap: Snapshot, ctx: Dict[str, Any], **_opts: Any) -> N
     ctx["inputs"] = inputs
 
 
-def _torch_import(req: Request, snap: Snapshot, ctx: Dict[str, Any], **_opts: Any) -> None:
+def _torch_import(req: Request, snap: Snapshot, ctx: Dict[str, Any], helper: bool = False, **_opts: Any) -> None:
     """`import torch` simulated (not on Windows, where torch's DLL loading is
-    cudafix/probes/loader/windows.py's, nor without the target's sys.path)."""
+    cudafix/probes/loader/windows.py's, nor without the target's sys.path); ``helper``: torch's
+    requirements may be read in a process of their own meanwhile (a child's, cudafix/probes/ahead.py)."""
     inputs = _inputs(req, ctx, "torch_import")
     if inputs is not None and inputs["sys_path"] is not None and not inputs["windows"]:
-        _guard(snap, "torch_import", lambda: _probe_torch_import(snap, inputs))
+        _guard(snap, "torch_import", lambda: _probe_torch_import(snap, inputs, helper))
 
 
 def independent(req: Request) -> bool:
@@ -318,13 +319,14 @@ def _probe_libraries(snap: Snapshot, inputs: Dict[str, Any]) -> None:
                                      keep=inputs["keep"], sys_path=inputs["sys_path"])
 
 
-def _probe_torch_import(snap: Snapshot, inputs: Dict[str, Any]) -> None:
+def _probe_torch_import(snap: Snapshot, inputs: Dict[str, Any], helper: bool = False) -> None:
     """`import torch` simulated (cudafix/probes/loader/torchload.py)."""
     from cudafix.probes.loader.torchload import probe_torch_import
 
     snap.torch_import = probe_torch_import(inputs["torch_dir"], inputs["sys_path"], inputs["env"],
                                            python_version=inputs["python_version"], executable=inputs["executable"],
-                                           cache_dir=inputs["cache_dir"], root=inputs["root"], keep=inputs["keep"])
+                                           cache_dir=inputs["cache_dir"], root=inputs["root"], keep=inputs["keep"],
+                                           helper=helper)
 
 
 def _probe_windows(snap: Snapshot, env: Mapping[str, str], sys_path: Optional[List[str]]) -> None:

@@ -128,6 +128,13 @@ class RecordingFileSystem(FileSystem):
             self.dangling.add(path)
         return sig
 
+    def merge(self, sigs: Dict[str, Optional[List[int]]], dangling: Sequence[str], cwd: Optional[str]) -> None:
+        """What another recording (a helper process's, over the same tree) was asked about."""
+        for path, sig in sigs.items():
+            self.sigs.setdefault(path, sig)
+        self.dangling.update(dangling)
+        self.cwd = self.cwd or cwd
+
     def deps(self) -> List[list]:
         """What a hit re-stats: every existing path, and the absent ones a directory can't vouch for."""
         return [[p, s] for p, s in self.sigs.items() if s is not None or p in self.dangling]

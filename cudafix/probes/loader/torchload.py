@@ -45,6 +45,7 @@ from cudafix.probes.loader.libversions import WheelRecords
 from cudafix.probes.loader.loaderfs import REAL, FileSystem, cached_run, code_version
 from cudafix.probes.loader.loadersim import LoaderSim, _Obj, is_cuda_soname, ld_cache_of
 from cudafix.probes.loader.torchpreload import cuda_major, first_candidate, init_text, read_preloader, success_preloads
+from cudafix.probes.pyenv import wheelreqs
 from cudafix.store import cachefile
 
 TORCH_OWN = re.compile(r"^lib(c10|torch|caffe2|shm)[A-Za-z0-9_]*\.so")
@@ -71,6 +72,7 @@ class _Symbols:
         self.cache = cachefile.load(cache_dir, IMPORTS_CACHE, IMPORTS_CACHE_VERSION) if cache_dir else {}
         self.dirty = False
         self.memo: Dict[str, List[Tuple[str, str, str]]] = {}
+        self.answers: Dict[Tuple[str, str], Optional[bool]] = {}
 
     def cuda_imports(self, path: str, torch_own: bool) -> List[Tuple[str, str, str]]:
         """(symbol, version, version's file) of the strong imports a CUDA library must define:
@@ -104,10 +106,13 @@ class _Symbols:
         return min(names, key=lambda n: (pos.get(n, len(pos)), names.index(n)))
 
     def defines(self, path: str, name: str) -> Optional[bool]:
-        t = self.tables.get(path)
-        if t is None:
-            t = self.tables[path] = elfsym.SymbolTable(path)
-        return t.defines(name)
+        key = (path, name)  # the two simulations of a probe run ask the same questions
+        if key not in self.answers:
+            t = self.tables.get(path)
+            if t is None:
+                t = self.tables[path] = elfsym.SymbolTable(path)
+            self.answers[key] = t.defines(name)
+        return self.answers[key]
 
     def close(self) -> None:
         for t in self.tables.values():
@@ -190,8 +195,11 @@ def _unload(sim: LoaderSim, first_obj: int) -> None:
 
 def probe_torch_import(torch_dir: Optional[str], sys_path: Sequence[str], env: Mapping[str, str],
                        python_version: str = "", executable: Optional[str] = None,
-                       cache_dir: Optional[str] = None, root: str = "/", keep: Tuple[str, ...] = ()) -> TorchImport:
-    """Simulate `import torch` of the torch in ``torch_dir`` (Linux); never raises."""
+                       cache_dir: Optional[str] = None, root: str = "/", keep: Tuple[str, ...] = (),
+                       helper: bool = False) -> TorchImport:
+    """Simulate `import torch` of the torch in ``torch_dir`` (Linux); never raises.  ``helper``:
+    torch's requirements may be read in a helper process meanwhile (wheelreqs.ahead; a caller
+    that is itself a child the CLI forked for this)."""
     out = TorchImport(probed=True)
     if not torch_dir:
         out.unknown["import"] = "no torch installed"
@@ -201,10 +209,12 @@ def probe_torch_import(torch_dir: Optional[str], sys_path: Sequence[str], env: M
         return out
     def run(fs: FileSystem) -> TorchImport:
         syms = _Symbols(cache_dir)
+        pins = wheelreqs.ahead(torch_dir, sys_path, python_version, cache_dir, fs) if helper else None
         try:
-            _probe(out, torch_dir, list(sys_path), env, python_version, executable, syms, fs)
+            _probe(out, torch_dir, list(sys_path), env, python_version, executable, syms, fs, pins)
         finally:
             syms.close()
+            wheelreqs.take(pins, fs)  # answered by then where it was used; else waited for here
         return out
 
     try:
@@ -232,7 +242,6 @@ def _cache_version() -> list:
     from cudafix.model import install
     from cudafix.probes.binfmt import elf
     from cudafix.probes.loader import ldcache, loaderfs, loadersim, libversions
-    from cudafix.probes.pyenv import wheelreqs
 
     return code_version(RESULT_CACHE_VERSION, (sys.modules[__name__], elfsym, elf, ldcache, loaderfs, loadersim,
                                                libversions, wheelreqs, tw, install, cachefile))
@@ -266,7 +275,7 @@ def _from_cache(data: object) -> Optional[TorchImport]:
 
 
 def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[str, str], python_version: str,
-           executable: Optional[str], syms: _Symbols, fs: FileSystem = REAL) -> None:
+           executable: Optional[str], syms: _Symbols, fs: FileSystem = REAL, pins: Optional[object] = None) -> None:
     gd = os.path.join(torch_dir, "lib", "libtorch_global_deps.so")
     cmods = sorted(fs.glob(os.path.join(glob.escape(torch_dir), "_C.*so")))
     if not cmods:
@@ -282,8 +291,12 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
     def new_sim() -> LoaderSim:
         return LoaderSim(env, executable=executable, ld_cache=cache, fs=fs)
 
+    found: Dict[Tuple[str, str], Optional[str]] = {}
+
     def find(folder: str, pattern: str) -> Optional[str]:
-        return first_candidate(fs, sys_path, folder, pattern, pre.wide_search, cmajor)
+        if (folder, pattern) not in found:  # asked by both simulations and the success preloads
+            found[folder, pattern] = first_candidate(fs, sys_path, folder, pattern, pre.wide_search, cmajor)
+        return found[folder, pattern]
 
     # 1. the first error, in torch/__init__.py's order
     sim = new_sim()
@@ -314,7 +327,7 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
                 if f3 is not None:
                     error, stage, failure = "OSError: " + f3[0], "libtorch_global_deps", f3
     elif pre.on_success and any(o.elf.soname and o.elf.soname.startswith("libcudart.so") for o in sim.loaded):
-        for path in success_preloads(fs, torch_dir, sys_path, pre, cmajor):  # the first exception ends it (swallowed)
+        for path in success_preloads(fs, torch_dir, sys_path, pre, cmajor, find):  # the first exception ends it (swallowed)
             if _load(sim, path, syms, how="preload") is not None:
                 break
     if error is None:
@@ -348,7 +361,8 @@ def _probe(out: TorchImport, torch_dir: str, sys_path: List[str], env: Mapping[s
             failures.append(("symbol", prov.elf.soname or os.path.basename(prov.path), hit[0], hit[1], obj.path, prov.path))
     if failure is not None and failure[3] is None and not failures:  # the 1.13 / ValueError cases: a folder missing
         failures.append(("missing", failure[1], "", "", "", ""))
-    out.breaks = _causes(fs, failures, torch_dir, sys_path, python_version, cmajor, syms.cache_dir)
+    reqs = wheelreqs.take(pins, fs) or wheelreqs.Requirements(torch_dir, sys_path, python_version, syms.cache_dir, fs)
+    out.breaks = _causes(fs, failures, reqs, cmajor)
 
 
 def _cublas_cudnn(fs: FileSystem, sim: LoaderSim, sys_path: List[str], gd: str, syms: _Symbols, python_version: str):
@@ -390,11 +404,8 @@ def _satisfied(spec: str, version: str) -> bool:
         return False
 
 
-def _causes(fs: FileSystem, failures: List[Tuple[str, str, str, str, str, str]], torch_dir: str, sys_path: List[str],
-            python_version: str, cuda_major: str, cache_dir: Optional[str] = None) -> List[InstallBreak]:
-    from cudafix.probes.pyenv.wheelreqs import Requirements
-
-    reqs = Requirements(torch_dir, sys_path, python_version, cache_dir, fs)
+def _causes(fs: FileSystem, failures: List[Tuple[str, str, str, str, str, str]], reqs: wheelreqs.Requirements,
+            cuda_major: str) -> List[InstallBreak]:
     if not reqs.entries:  # no CUDA wheel requirement (conda's torch, a bundling build): no pip wheel to name
         return []
     records = WheelRecords(fs)

@@ -14,7 +14,7 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import List, Optional, Sequence, Tuple
+    from typing import Callable, List, Optional, Sequence, Tuple
 
     from cudafix.probes.loader.loaderfs import FileSystem
 
@@ -120,17 +120,18 @@ def first_candidate(fs: FileSystem, sys_path: Sequence[str], folder: str, patter
 
 
 def success_preloads(fs: FileSystem, torch_dir: str, sys_path: Sequence[str], pre: Optional[Preloader] = None,
-                     major: Optional[str] = None) -> List[str]:
+                     major: Optional[str] = None, find: Optional[Callable[[str, str], Optional[str]]] = None) -> List[str]:
     """The libraries torch/__init__.py loads by absolute path after libtorch_global_deps.so and
     before ``torch._C`` (2.9: nvrtc and nvJitLink; 2.14: its whole table, best effort), in its
     order: a soname loaded this way wins every later DT_NEEDED lookup, whatever LD_LIBRARY_PATH
     says (torch/__init__.py ``_load_global_deps``, pytorch/pytorch#138460).  ``pre`` / ``major``:
-    torch's preloader and CUDA major where the caller has read them already."""
+    torch's preloader and CUDA major where the caller has read them already; ``find(folder,
+    pattern)``: the caller's :func:`first_candidate` for them."""
     pre = read_preloader(init_text(fs, torch_dir)) if pre is None else pre
     major = cuda_major(fs, torch_dir) if major is None else major
     out: List[str] = []
     for folder, pattern, required in pre.on_success:
-        path = first_candidate(fs, sys_path, folder, pattern, pre.wide_search, major)
+        path = find(folder, pattern) if find else first_candidate(fs, sys_path, folder, pattern, pre.wide_search, major)
         if path is None:
             if required:  # _preload_cuda_deps raises; torch swallows it and stops preloading
                 break

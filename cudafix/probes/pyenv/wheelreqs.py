@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from cudafix.knowledge import torch_wheels
 from cudafix.knowledge.cuda_packages import normalize
-from cudafix.probes.loader.loaderfs import REAL, FileSystem
+from cudafix.probes.loader.loaderfs import REAL, FileSystem, RecordingFileSystem
 
 MAX_METADATA = 1 << 20
 # torch's requirements, flattened, kept per torch by the stat of the METADATA files they came from:
@@ -63,6 +63,8 @@ class Requirements:
         self.fs = fs
         self.sites = [p for p in sys_path if p and fs.isdir(p)]
         self._installed: Optional[Dict[str, str]] = None
+        self._missing: Optional[List[Tuple[str, str, str]]] = None
+        self._unpinned: Optional[List[Tuple[str, str, str, str]]] = None
         site = os.path.dirname(torch_dir)
         key = [python_version] + [[d, cachefile.stat_sig(os.path.join(d, "METADATA"))]
                                   for d in _info_dirs(fs, site, "torch", "cuda-toolkit")]
@@ -154,6 +156,11 @@ class Requirements:
     def not_installed(self) -> List[Tuple[str, str, str]]:
         """(name, spec, required by) of the nvidia-* wheels torch requires that no distribution of
         that name is installed for (cuda-toolkit's own requirements stand for its extras)."""
+        if self._missing is None:
+            self._missing = self._not_installed()
+        return self._missing
+
+    def _not_installed(self) -> List[Tuple[str, str, str]]:
         have = self.installed()
         named = {f for n, _s, _b, f, _e in self.entries if n != "cuda-toolkit"}
         out = []
@@ -169,6 +176,11 @@ class Requirements:
 
     def unpinned(self) -> List[Tuple[str, str, str, str]]:
         """(name, spec, required by, installed version) of installed wheels the pins exclude."""
+        if self._unpinned is None:
+            self._unpinned = self._unpinned_now()
+        return self._unpinned
+
+    def _unpinned_now(self) -> List[Tuple[str, str, str, str]]:
         from packaging.specifiers import SpecifierSet
         from packaging.version import InvalidVersion
 
@@ -184,3 +196,46 @@ class Requirements:
             if not ok and all(o[0] != name for o in out):
                 out.append((name, spec, by, have[name]))
         return out
+
+
+# -- in a helper process -----------------------------------------------------------------------
+#
+# A cold `import torch` simulation spends about a quarter of its time here, most of it importing
+# packaging (docs/benchmarks.md, "Figures behind the code"), and needs the answer only at its
+# end: where it runs in a child of the CLI's, a helper forked at its start works this out beside
+# the symbol reads.  The answer is the same object (every fact computed, nothing left to read but
+# what the caller reads itself), and what the helper read is added to the caller's recording, so
+# that a stored answer depends on the same files as a serial one.
+
+
+def ahead(torch_dir: str, sys_path: Sequence[str], python_version: str, cache_dir: Optional[str],
+          fs: FileSystem) -> Optional[object]:
+    """A helper process computing :class:`Requirements` for these arguments (None where none can
+    be forked); :func:`take` its answer."""
+    from cudafix import forks
+
+    if forks.unsafe() is not None:
+        return None
+
+    def work() -> tuple:
+        sub = RecordingFileSystem(fs.root, fs.keep) if fs.recording else fs
+        reqs = Requirements(torch_dir, sys_path, python_version, cache_dir, sub)
+        reqs.not_installed(), reqs.unpinned()
+        reqs.fs = REAL  # not sent: the caller's own takes its place
+        seen = (sub.sigs, sorted(sub.dangling), sub.cwd) if isinstance(sub, RecordingFileSystem) else None
+        return reqs, seen
+
+    return forks.fork(work)
+
+
+def take(helper: Optional[object], fs: FileSystem) -> Optional[Requirements]:
+    """The helper's :class:`Requirements`, what it read recorded in ``fs``; None: no helper, or no
+    answer from it (the caller computes them itself)."""
+    got = helper.take() if helper is not None else None  # type: ignore[attr-defined]
+    if not got or not got[0] or not isinstance(got[1], tuple) or not isinstance(got[1][0], Requirements):
+        return None
+    reqs, seen = got[1]
+    reqs.fs = fs
+    if seen is not None and isinstance(fs, RecordingFileSystem):
+        fs.merge(*seen)
+    return reqs
