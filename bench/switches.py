@@ -8,10 +8,8 @@ fresh process (wall clock from spawn to exit), caches warm (one untimed run firs
 Per variant: the median of its per-round differences to the baseline (ms), their spread
 (interquartile range), and the medians' ratio.
 
-  baseline       what `python -m cudafix status --json` does (cudafix/__main__.py: gc off, then cli.run)
-  gc-on          the cyclic collector left on (cudafix/__main__.py, cli/fast.py)
+  baseline       what `python -m cudafix status --json` does (cudafix/__main__.py: cli.run)
   sys-exit       `sys.exit` instead of `os._exit` after atexit (cli/__init__.py `_leave`)
-  no-machine     the machine section not in a child of its own (probes/ahead.py `MACHINE_MIN_CPUS`)
   serial         no child at all (CUDAFIX_JOBS=1): the whole head start
 
     python3 bench/switches.py [-n 30] [--python PY]     (cudafix on PYTHONPATH or installed in PY's env)
@@ -29,11 +27,9 @@ import time
 
 RUN = "from cudafix.cli import run; run(['status', '--json'])"
 VARIANTS = {
-    "baseline": ("import gc; gc.disable(); " + RUN, {}),
-    "gc-on": ("import gc; gc.disable = lambda: None; " + RUN, {}),
-    "sys-exit": ("import gc, sys; gc.disable(); import cudafix.cli as c; c._leave = lambda rc: sys.exit(rc); " + RUN, {}),
-    "no-machine": ("import gc; gc.disable(); from cudafix.probes import ahead; ahead.MACHINE_MIN_CPUS = 1 << 30; " + RUN, {}),
-    "serial": ("import gc; gc.disable(); " + RUN, {"CUDAFIX_JOBS": "1"}),
+    "baseline": (RUN, {}),
+    "sys-exit": ("import sys; import cudafix.cli as c; c._leave = lambda rc: sys.exit(rc); " + RUN, {}),
+    "serial": (RUN, {"CUDAFIX_JOBS": "1"}),
 }
 
 

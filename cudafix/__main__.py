@@ -10,11 +10,6 @@ if __name__ == "__main__" and sys.argv[1:2] == ["shell"]:
 
 if __name__ == "__main__":
     # `status` / `check` in their common forms: no click (cudafix/cli/fast.py), else the click CLI.
-    # The cyclic garbage collector stays off until then (cudafix/cli/fast.py says why); run() turns
-    # it back on for everything else.
-    import gc
-
-    gc.disable()
     from cudafix.cli import run
 
     run()

@@ -124,22 +124,3 @@ def test_console_script_passes_other_commands_to_click(tmp_path):
     assert rc == 0 and "driver-too-old" in out
     rc, out, err = _run(["status", "--bogus"], tmp_path, False)
     assert rc == 2 and "No such option '--bogus'" in err
-
-
-def _gc_after(argv: List[str], tmp_path) -> Tuple[bool, str]:
-    # reported at exit (atexit): `status` and `check` leave by os._exit once atexit's handlers ran (cudafix.cli._leave)
-    code = ("import atexit, sys, runpy, gc; sys.argv = ['cudafix'] + %r\n"
-            "atexit.register(lambda: sys.stderr.write('\\nGC %%s %%d\\n' %% (gc.isenabled(), gc.get_stats()[0]['collections'])))\n"
-            "runpy.run_module('cudafix', run_name='__main__')\n") % (argv,)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUDAFIX_", "PYTHON"))}
-    env.update(PYTHONPATH=str(REPO), XDG_CACHE_HOME=str(tmp_path / "cache"))
-    p = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
-    line = [x for x in p.stderr.splitlines() if x.startswith("GC ")][-1].split()
-    return line[1] == "True", p.stdout
-
-
-def test_the_collector_is_off_for_status_and_on_for_click_commands(tmp_path):
-    on, out = _gc_after(["status", "--from", FIXTURE, "--json"], tmp_path)
-    assert not on and '"schema": "cudafix.status/1"' in out
-    on, out = _gc_after(["explain", "--list"], tmp_path)
-    assert on and "driver-too-old" in out

@@ -102,7 +102,7 @@ def test_cli_answer_is_the_serial_one(tv_python, tmp_path, where, command):
             runs[mode, state] = (p.returncode, _doc(p.stdout))
             if "-c" in how:
                 answered = json.loads((tmp_path / "answer.json").read_text())
-                want = [] if mode.endswith("killed") else ["extensions", "gpus", "machine", "rest", "torch_import"]
+                want = [] if mode.endswith("killed") else ["extensions", "gpus", "rest", "torch_import"]
                 assert answered == [want], (mode, answered)
     for mode in MODES:
         for state in ("cold", "warm"):
@@ -172,15 +172,15 @@ def _script(python, tmp_path, mode, root=None, flags=()):
 
 def test_both_children_answer_and_are_reaped(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "plain", _tree(tmp_path))
-    assert got["started"] == ["extensions", "gpus", "machine", "torch_import"]
-    assert got["answered"] == {"extensions": True, "gpus": True, "torch_import": True, "machine": True}
-    assert got["reaped"] == ["extensions", "gpus", "machine", "torch_import"]
+    assert got["started"] == ["extensions", "gpus", "torch_import"]
+    assert got["answered"] == {"extensions": True, "gpus": True, "torch_import": True}
+    assert got["reaped"] == ["extensions", "gpus", "torch_import"]
     assert got["same"] and got["gpus"] == [BUS]
 
 
 def test_a_killed_child_is_probed_for_in_the_parent(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "killed", _tree(tmp_path))
-    assert got["answered"] == {"extensions": None, "gpus": None, "torch_import": None, "machine": None}
+    assert got["answered"] == {"extensions": None, "gpus": None, "torch_import": None}
     assert got["same"] and got["gpus"] == [BUS]
 
 
@@ -203,7 +203,6 @@ def test_a_section_probed_for_other_inputs_is_probed_again(tv_python, tmp_path):
 def test_a_probe_that_raises_in_the_child_is_recorded_as_serially(tv_python, tmp_path):
     got = _script(tv_python, tmp_path, "gpus-raise", _tree(tmp_path))
     assert got["answered"]["gpus"] is True  # the section's answer: the probe's error, guarded as serially
-    assert got["answered"]["machine"] is True  # its probes' answers, one of them an error (the JIT cache's)
     assert got["errors"] == got["serial_errors"]
     assert [k for k, _ in got["errors"]] == ["gpus", "jit_cache"]
     assert dict(got["errors"])["gpus"] == "RuntimeError: no GPU probe today"
@@ -212,8 +211,8 @@ def test_a_probe_that_raises_in_the_child_is_recorded_as_serially(tv_python, tmp
 @pytest.mark.parametrize("python", INTERPRETERS, ids=os.path.basename)
 def test_every_python(python, tmp_path):
     got = _script(python, tmp_path, "plain", _tree(tmp_path), flags=["-S"])
-    assert got["answered"] == {"extensions": True, "gpus": True, "torch_import": True, "machine": True}
-    assert got["same"] and got["reaped"] == ["extensions", "gpus", "machine", "torch_import"]
+    assert got["answered"] == {"extensions": True, "gpus": True, "torch_import": True}
+    assert got["same"] and got["reaped"] == ["extensions", "gpus", "torch_import"]
 
 
 NOT_STARTED = r"""

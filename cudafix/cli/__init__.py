@@ -69,9 +69,6 @@ def run(argv: Optional[List[str]] = None) -> None:
         rc = done.code or 0
     if rc is not None:
         _leave(rc)
-    import gc
-
-    gc.enable()  # off since `python -m cudafix` started (cudafix/__main__.py): only status / check run so
     from cudafix.cli.group import main
 
     main(args=argv)

@@ -87,21 +87,12 @@ def fast_main(argv: Sequence[str]) -> Optional[int]:
     parsed = parse(argv)
     if parsed is None:
         return None
-    import gc
-
     from cudafix.cli.deferred import defer_inspect, restore
 
     stand_in = defer_inspect()  # dataclasses' imports that `status` never uses (Python 3.8-3.11)
-    # A run of `status` allocates a few hundred thousand objects, nearly all while importing, and
-    # frees what it makes by reference counting: the cyclic collector's ~40 passes over them are
-    # ~7 % of its instructions (callgrind).  Off for the command, back on after it.
-    was_enabled = gc.isenabled()
-    gc.disable()
     try:
         return _run(parsed)
     finally:
-        if was_enabled:
-            gc.enable()
         restore(stand_in)
 
 

@@ -3,19 +3,18 @@ sections (cudafix/probes/sections.py) in child processes (cudafix/cli/analysis.p
 
 Of a warm `cudafix status`, the probes are the largest part, and the GPU probe (importing
 pynvml, nvmlInit, the first handle) and the extension scan the largest of them; of a cold one,
-`import torch` simulated (the figures: docs/benchmarks.md, "Figures behind the code").  None of the
-command's imports is needed to probe, and the sections need nothing of one another but the
+`import torch` simulated (the figures: docs/benchmarks.md, "Figures behind the code").  None of
+the command's imports is needed to probe, and the sections need nothing of one another but the
 import simulation's and the extension scan's inputs.  So for one request the command forks a
 child for the GPU section and one for the extension scan where each pays, one for the import
-simulation when it has no stored answer, one for the machine section where a CPU is free for it,
-and one for
-every section left (:func:`start`), and imports what it needs itself meanwhile; then it
-assembles the snapshot from their answers (``sections.assemble``), running here any section
-whose child died or sent nothing.  The GPU child is forked first, before the model is imported:
-in it NVML starts on a thread while pynvml and the model are imported
-(cudafix/probes/machine/nvml.py).  Each child (cudafix/forks.py) runs the same section functions
-the serial path runs and sends its return value back pickled through a pipe.  The answers are
-the probes' own, taken fresh on every run: nothing is cached that the serial path does not cache.
+simulation when it has no stored answer, and one for every section left (:func:`start`), and
+imports what it needs itself meanwhile; then it assembles the snapshot from their answers
+(``sections.assemble``), running here any section whose child died or sent nothing.  The GPU
+child is forked first, before the model is imported: in it NVML starts on a thread while pynvml
+and the model are imported (cudafix/probes/machine/nvml.py).  Each child (cudafix/forks.py) runs
+the same section functions the serial path runs and sends its return value back pickled through
+a pipe.  The answers are the probes' own, taken fresh on every run: nothing is cached that the
+serial path does not cache.
 
 No child is started where forking is not safe or useful: off Linux, on one CPU, with a second
 thread in the process (``/proc/self/task``), with CUDAFIX_JOBS=1 (or its older name
@@ -77,10 +76,10 @@ def can_fork(env: Mapping[str, str]) -> Optional[str]:
 
 
 def start(req: Any, always: bool = False, rest: bool = False) -> Optional[Started]:
-    """Fork, for the request ``req`` (``sections.request``), the GPU section, the extension scan,
-    `import torch` simulated and the machine section where each pays (see BIG_WALKS_BYTES,
-    IMPORT_ANSWER, MACHINE_MIN_CPUS; ``always``: all four, as tests need); ``rest``: one more
-    child for every section left (the CLI's: it imports what it needs meanwhile).  None: ``can_fork``, or nothing was forked."""
+    """Fork, for the request ``req`` (``sections.request``), the GPU section, the extension scan
+    and `import torch` simulated where each pays (see BIG_WALKS_BYTES, IMPORT_ANSWER; ``always``:
+    all three, as tests need); ``rest``: one more child for every section left (the CLI's: it
+    imports what it needs meanwhile).  None: ``can_fork``, or nothing was forked."""
     if can_fork(req.env) is not None:
         return None
     from cudafix.probes import sections
@@ -104,8 +103,6 @@ def start(req: Any, always: bool = False, rest: bool = False) -> Optional[Starte
         fork("extensions", ["extensions"], lambda: sections.run(req, ["extensions"], workers=workers))
     if req.python is None and (always or _import_work(req.cache_dir)):
         fork("torch_import", ["torch_import"], lambda: sections.run(req, ["torch_import"], helper=True))
-    if sections.independent(req) and (always or forks.cpus() >= MACHINE_MIN_CPUS):
-        fork("machine", ["machine"], lambda: sections.run(req, ["machine"]))
     left = [s for s in sections.ORDER if s not in groups]
     if rest and left:
         fork("rest", left, lambda: sections.run(req, left))
@@ -115,11 +112,6 @@ def start(req: Any, always: bool = False, rest: bool = False) -> Optional[Starte
 # A cold extension scan reads every shared object of the env; its examining is split over half
 # the CPUs (the other children run too), at most 8.
 MAX_EXAMINE_WORKERS = 8
-
-# The machine section runs in a child of its own only where a CPU is free for it: the parent, the
-# child of the sections left, the GPU child and this one make four (its share: run 10 of
-# docs/benchmarks.md).
-MACHINE_MIN_CPUS = 4
 
 # `import torch` simulated runs in a child of its own only where it has work: with no stored
 # answer (a first run, or a new cache) it reads the symbol tables of torch's libraries, the

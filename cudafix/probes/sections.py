@@ -108,12 +108,6 @@ def _torch_import(req: Request, snap: Snapshot, ctx: Dict[str, Any], helper: boo
         _guard(snap, "torch_import", lambda: _probe_torch_import(snap, inputs, helper))
 
 
-def independent(req: Request) -> bool:
-    """The machine section needs no fact of the target interpreter: its probe root is the machine's
-    own (nothing of the env is kept apart), or the target is this interpreter (its prefix known)."""
-    return req.root == "/" or req.python is None
-
-
 def _machine(req: Request, snap: Snapshot, ctx: Dict[str, Any], **_opts: Any) -> None:
     from cudafix.probes.machine import machine
 
