@@ -102,7 +102,8 @@ def start(req: Any, always: bool = False, rest: bool = False) -> Optional[Starte
         workers = min(MAX_EXAMINE_WORKERS, forks.cpus() // 2)
         fork("extensions", ["extensions"], lambda: sections.run(req, ["extensions"], workers=workers))
     if req.python is None and (always or _import_work(req.cache_dir)):
-        fork("torch_import", ["torch_import"], lambda: sections.run(req, ["torch_import"], helper=True))
+        helper = always or forks.cpus() >= HELPER_MIN_CPUS
+        fork("torch_import", ["torch_import"], lambda: sections.run(req, ["torch_import"], helper=helper))
     left = [s for s in sections.ORDER if s not in groups]
     if rest and left:
         fork("rest", left, lambda: sections.run(req, left))
@@ -117,7 +118,10 @@ MAX_EXAMINE_WORKERS = 8
 # answer (a first run, or a new cache) it reads the symbol tables of torch's libraries, the
 # largest part of a cold `status`, which pays on 2 CPUs already (docs/benchmarks.md); with one it
 # re-stats the files it read, which the child of the sections left does as well.  That child
-# reads torch's requirements in a helper of its own meanwhile (cudafix/probes/pyenv/wheelreqs.py).
+# reads torch's requirements in a helper of its own meanwhile (cudafix/probes/pyenv/wheelreqs.py)
+# where a CPU is free for it: on 16 CPUs the helper took ~90 ms off the cold run, on 2 it added
+# ~16 (docs/benchmarks.md).
+HELPER_MIN_CPUS = 4
 # torchload.RESULT_CACHE (a test holds the name): importing that module here would cost the
 # parent its import before the forks.
 IMPORT_ANSWER = "torch-import-cache.json"
