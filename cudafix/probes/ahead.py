@@ -119,8 +119,8 @@ MAX_EXAMINE_WORKERS = 8
 # largest part of a cold `status`, which pays on 2 CPUs already (docs/benchmarks.md); with one it
 # re-stats the files it read, which the child of the sections left does as well.  That child
 # reads torch's requirements in a helper of its own meanwhile (cudafix/probes/pyenv/wheelreqs.py)
-# where a CPU is free for it: on 16 CPUs the helper took ~90 ms off the cold run, on 2 it added
-# ~16 (docs/benchmarks.md).
+# where a CPU is free for it: it shortened the cold run on 16 CPUs and lengthened it on 2
+# (docs/benchmarks.md, "Figures behind the code").
 HELPER_MIN_CPUS = 4
 # torchload.RESULT_CACHE (a test holds the name): importing that module here would cost the
 # parent its import before the forks.

@@ -67,8 +67,8 @@ def imports(path: str, files: Optional[Callable[[str], bool]] = None, unversione
     unversioned ones whose name ``unversioned`` matches (None: none of them) -- chosen before any
     name is decoded: libtorch_cpu.so imports ~70,000 symbols, torch's import needs a few hundred.
     ``ordered=False``: in ``.dynsym`` order instead, the relocations not read (libtorch_cpu.so's
-    are 8 MB: most of this function's time), for a caller that needs the order only when two of
-    them fail."""
+    are the largest part of this function's work: docs/benchmarks.md), for a caller that needs the
+    order only when two of them fail."""
     elf, reason = read_elf(path, with_dynamic=False)
     if elf is None:
         return None, reason or "unreadable"

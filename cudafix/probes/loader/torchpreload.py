@@ -81,8 +81,8 @@ def candidates(fs: FileSystem, path: str, folder: str, pattern: str, wide: bool,
         dirs.append(os.path.join(path, folder, "lib"))
     out: List[str] = []
     for d in dirs:
-        # a stat before the glob: most sys.path entries have no such directory, and a glob of
-        # one costs ~30 times a stat (what a recording FileSystem keeps is the same: the directory)
+        # a stat before the glob: most sys.path entries have no such directory, and a glob of one
+        # costs far more than a stat (what a recording FileSystem keeps is the same: the directory)
         if fs.isdir(d):
             out += fs.glob(os.path.join(glob.escape(d), pattern))
     return out

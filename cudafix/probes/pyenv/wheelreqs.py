@@ -200,7 +200,7 @@ class Requirements:
 
 # -- in a helper process -----------------------------------------------------------------------
 #
-# A cold `import torch` simulation spends about a quarter of its time here, most of it importing
+# A cold `import torch` simulation spends a large part of its time here, most of it importing
 # packaging (docs/benchmarks.md, "Figures behind the code"), and needs the answer only at its
 # end: where it runs in a child of the CLI's, a helper forked at its start works this out beside
 # the symbol reads.  The answer is the same object (every fact computed, nothing left to read but
