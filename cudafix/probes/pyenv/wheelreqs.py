@@ -232,7 +232,7 @@ def take(helper: Optional[object], fs: FileSystem) -> Optional[Requirements]:
     """The helper's :class:`Requirements`, what it read recorded in ``fs``; None: no helper, or no
     answer from it (the caller computes them itself)."""
     got = helper.take() if helper is not None else None  # type: ignore[attr-defined]
-    if not got or not got[0] or not isinstance(got[1], tuple) or not isinstance(got[1][0], Requirements):
+    if not got or not got[0] or not isinstance(got[1], tuple) or len(got[1]) != 2 or not isinstance(got[1][0], Requirements):
         return None
     reqs, seen = got[1]
     reqs.fs = fs
