@@ -106,6 +106,15 @@ def measure(cmd, env):
     return json.loads(out.stdout)
 
 
+def measure_cold(cmd, env):
+    """``measure`` with an empty cache of cudafix's own (XDG_CACHE_HOME), removed afterwards."""
+    cache = tempfile.mkdtemp(prefix="statusbench-")
+    try:
+        return measure(cmd, dict(env, XDG_CACHE_HOME=cache))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def validate_cudafix(run):
     if run["rc"] != 0:
         raise SystemExit("cudafix status --json failed (rc %d): %s" % (run["rc"], run["stderr"].strip()))
@@ -182,21 +191,13 @@ def main(argv=None):
         if other_env is not None:
             other.append(measure(other_cmd, other_env))
             validate_cudafix(other[-1])
-            cache = tempfile.mkdtemp(prefix="statusbench-")
-            try:
-                other_cold.append(measure(other_cmd, dict(other_env, XDG_CACHE_HOME=cache)))
-            finally:
-                shutil.rmtree(cache, ignore_errors=True)
+            other_cold.append(measure_cold(other_cmd, other_env))
             validate_cudafix(other_cold[-1])
         for k, c in floor_cmds.items():
             floors[k].append(measure(c, base_env))
         warm.append(measure(cudafix_cmd, cudafix_env))
         validate_cudafix(warm[-1])
-        cache = tempfile.mkdtemp(prefix="statusbench-")
-        try:
-            cold.append(measure(cudafix_cmd, dict(cudafix_env, XDG_CACHE_HOME=cache)))
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
+        cold.append(measure_cold(cudafix_cmd, cudafix_env))
         validate_cudafix(cold[-1])
         collect.append(measure(collect_cmd, base_env))
         validate_collect_env(collect[-1])

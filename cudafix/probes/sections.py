@@ -24,7 +24,6 @@ but this module's top, which imports nothing of cudafix's.
 from __future__ import annotations
 
 import os
-import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -109,10 +108,11 @@ def _torch_import(req: Request, snap: Snapshot, ctx: Dict[str, Any], helper: boo
 
 
 def _machine(req: Request, snap: Snapshot, ctx: Dict[str, Any], **_opts: Any) -> None:
+    """The machine's probes, with the env's own directories the env section found (it runs first in
+    the same process: serially, in the child of the sections left, or in the parent)."""
     from cudafix.probes.machine import machine
 
-    keep = ctx["keep"] if "keep" in ctx else kept_dirs(sys.prefix or None if req.python is None else None, req.root)
-    machine.apply(snap, machine.run(dict(req.env), req.root, req.use_nvml, req.call_driver_api, keep, req.cache_dir))
+    machine.apply(snap, machine.run(dict(req.env), req.root, req.use_nvml, req.call_driver_api, ctx["keep"], req.cache_dir))
 
 
 def _gpus(req: Request, snap: Snapshot, ctx: Dict[str, Any], keep_nvml: bool = False, **_opts: Any) -> None:
