@@ -6,7 +6,11 @@ by round), each with its own warm cache dir (filled by an untimed run first).  P
 from spawn to exit and the child's CPU time (user + sys, from wait4), which a shared machine
 disturbs less than wall time.  Prints medians and minima of both and the ratios this / other.
 
-    python3 bench/status_ab.py --other DIR [--python ENV/bin/python] [-n 40] [--other-env NAME=VALUE ...]
+    python3 bench/status_ab.py --other DIR [--this DIR] [--python ENV/bin/python] [-n 40] [--other-env NAME=VALUE ...]
+
+--this: the checkout to time instead of this one.  PYTHONPATH is each tree, and the extension scan
+walks every PYTHONPATH entry: a tree with only the package (``git archive HEAD cudafix``) on both
+sides keeps a checkout's tests and fixtures out of one side's walk.
 
 --other-env sets a variable for the other side's runs only: ``--other . --other-env
 CUDAFIX_SERIAL=1`` times this checkout against itself with its probes in one process.  Page
@@ -29,12 +33,13 @@ VENVS = os.environ.get("CUDAFIX_TEST_VENVS", os.path.join(os.path.expanduser("~"
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--other", required=True, help="the other cudafix checkout (e.g. a worktree of an earlier commit)")
+    ap.add_argument("--this", default=REPO, help="the checkout timed as 'this' (default: the one holding this script)")
     ap.add_argument("--python", default=os.path.join(VENVS, "torch-cu", "bin", "python"))
     ap.add_argument("-n", type=int, default=40)
     ap.add_argument("--other-env", action="append", default=[], metavar="NAME=VALUE")
     args = ap.parse_args(argv)
     other_env = dict(kv.split("=", 1) for kv in args.other_env)
-    trees = {"this": REPO, "other": os.path.abspath(args.other)}
+    trees = {"this": os.path.abspath(args.this), "other": os.path.abspath(args.other)}
     caches = {k: tempfile.mkdtemp(prefix="status-ab-%s-" % k) for k in trees}
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     cmd = [args.python, "-m", "cudafix", "status", "--json"]

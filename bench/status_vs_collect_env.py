@@ -18,7 +18,8 @@ default, --speed-target X; --warm-max-s / --cold-max-s add limits in seconds; <=
     python3 bench/status_vs_collect_env.py [-n 5] [--python VENV/bin/python] [--also-repo DIR]
 
 --also-repo DIR times a second cudafix checkout (e.g. `git worktree add /tmp/before <commit>`)
-warm and cold, in the same rounds: a before/after of a change, with its ratios.
+warm and cold, in the same rounds (which of the two runs first alternates round by round): a
+before/after of a change, with its ratios.
 
 `cudafix status` is run as users run it: the console script `pip install` writes for each
 checkout's setup.cfg entry point (pip's launcher text, distlib's ScriptMaker template), not
@@ -187,18 +188,19 @@ def main(argv=None):
     floors = {k: [] for k in floor_cmds}
 
     warm, cold, collect, other, other_cold = [], [], [], [], []
-    for _ in range(args.n):
-        if other_env is not None:
-            other.append(measure(other_cmd, other_env))
-            validate_cudafix(other[-1])
-            other_cold.append(measure_cold(other_cmd, other_env))
-            validate_cudafix(other_cold[-1])
+    sides = [(cudafix_cmd, cudafix_env, warm, cold)]
+    if other_env is not None:
+        sides.append((other_cmd, other_env, other, other_cold))
+    for i in range(args.n):
         for k, c in floor_cmds.items():
             floors[k].append(measure(c, base_env))
-        warm.append(measure(cudafix_cmd, cudafix_env))
-        validate_cudafix(warm[-1])
-        cold.append(measure_cold(cudafix_cmd, cudafix_env))
-        validate_cudafix(cold[-1])
+        # the two checkouts' order alternates round by round: neither always runs right after
+        # the same command (collect_env, the floors), whose after-effects differ
+        for cmd, env, w, c in (sides if i % 2 == 0 else sides[::-1]):
+            w.append(measure(cmd, env))
+            validate_cudafix(w[-1])
+            c.append(measure_cold(cmd, env))
+            validate_cudafix(c[-1])
         collect.append(measure(collect_cmd, base_env))
         validate_collect_env(collect[-1])
 
