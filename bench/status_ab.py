@@ -8,9 +8,10 @@ disturbs less than wall time.  Prints medians and minima of both and the ratios 
 
     python3 bench/status_ab.py --other DIR [--this DIR] [--python ENV/bin/python] [-n 40] [--other-env NAME=VALUE ...]
 
---this: the checkout to time instead of this one.  PYTHONPATH is each tree, and the extension scan
-walks every PYTHONPATH entry: a tree with only the package (``git archive HEAD cudafix``) on both
-sides keeps a checkout's tests and fixtures out of one side's walk.
+--this: the checkout to time instead of this one.  Each side's PYTHONPATH is a directory holding
+only its package (status_vs_collect_env.install_dir, as site-packages holds an installed one): the
+extension scan walks every PYTHONPATH entry, and a checkout's tests and fixtures would be in one
+side's walk and not the other's.
 
 --other-env sets a variable for the other side's runs only: ``--other . --other-env
 CUDAFIX_SERIAL=1`` times this checkout against itself with its probes in one process.  Page
@@ -26,6 +27,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from status_vs_collect_env import install_dir  # noqa: E402
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENVS = os.environ.get("CUDAFIX_TEST_VENVS", os.path.join(os.path.expanduser("~"), ".cache", "cudafix-venvs"))
 
@@ -40,6 +44,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     other_env = dict(kv.split("=", 1) for kv in args.other_env)
     trees = {"this": os.path.abspath(args.this), "other": os.path.abspath(args.other)}
+    paths = {k: install_dir(tree) for k, tree in trees.items()}
     caches = {k: tempfile.mkdtemp(prefix="status-ab-%s-" % k) for k in trees}
     base = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     cmd = [args.python, "-m", "cudafix", "status", "--json"]
@@ -49,13 +54,13 @@ def main(argv=None) -> int:
     os.chdir(tempfile.mkdtemp(prefix="status-ab-cwd-"))
 
     def once(k):
-        env = dict(base, PYTHONPATH=trees[k], XDG_CACHE_HOME=caches[k], **(other_env if k == "other" else {}))
+        env = dict(base, PYTHONPATH=paths[k], XDG_CACHE_HOME=caches[k], **(other_env if k == "other" else {}))
         t = time.perf_counter()
         pid = os.posix_spawn(args.python, cmd, env, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1),
                                                                  (os.POSIX_SPAWN_DUP2, devnull, 2)])
         _, status, ru = os.wait4(pid, 0)
         if os.waitstatus_to_exitcode(status) not in (0, 1):
-            raise SystemExit("%s failed: PYTHONPATH=%s %s" % (k, trees[k], " ".join(cmd)))
+            raise SystemExit("%s failed: PYTHONPATH=%s %s" % (k, paths[k], " ".join(cmd)))
         return time.perf_counter() - t, ru.ru_utime + ru.ru_stime, ru.ru_minflt
 
     for k in trees:
