@@ -6,7 +6,7 @@
 # probes run ahead: when each child ran, whether the parent waited); `status --json` with and
 # without the head start, diffed; an importtime / cProfile view of a warm `status --json`;
 # bench/startup.py --pass-only.  Results under $OUT (the device tool's).
-#   sh bench/issue23_h200.sh BEFORE_DIR
+#   sh bench/issue23_h200.sh BEFORE_DIR      (SWITCHES=0: without bench/switches.py, ~3 min less)
 # BEFORE_DIR: a copy of the before tree outside this checkout (`git archive <commit> | tar -x -C
 # .devrun/before` here, with .devrun ignored and carried; moved out of the checkout there, as the
 # A/B runs put this checkout on sys.path and the scan would walk a copy inside it).  ~4 min of
@@ -38,7 +38,7 @@ EOF
 # 2. same-run A/Bs: against the before tree, against this tree serial, and each speed switch undone
 ( cd /; timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$BEFORE" -n 30
   timeout 120 "$PY" "$HERE"/bench/status_ab.py --python "$PY" --other "$HERE" --other-env CUDAFIX_SERIAL=1 -n 30
-  PYTHONPATH=$HERE timeout 200 "$PY" "$HERE"/bench/switches.py -n 50 --python "$PY" ) > "$OUT"/ab.txt 2>&1
+  [ "${SWITCHES:-1}" = 0 ] || PYTHONPATH=$HERE timeout 200 "$PY" "$HERE"/bench/switches.py -n 50 --python "$PY" ) > "$OUT"/ab.txt 2>&1
 # 3. status vs collect_env, the before tree timed in the same rounds
 timeout 240 "$PY" bench/status_vs_collect_env.py --python "$PY" --also-repo "$BEFORE" -n 9 --check --speed-target 40 --warm-max-s 0.120 --cold-max-s 0.300 --json-out "$OUT"/status-bench.json > "$OUT"/status-bench.txt 2>&1
 echo "rc=$?" >> "$OUT"/status-bench.txt
