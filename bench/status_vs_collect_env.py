@@ -73,6 +73,8 @@ def console_script(repo: str, where: str) -> str:
 
     cfg = configparser.ConfigParser()
     cfg.read(os.path.join(repo, "setup.cfg"))
+    if not cfg.has_option("options.entry_points", "console_scripts"):  # e.g. `git archive <commit> cudafix` alone
+        raise SystemExit("%s: no setup.cfg with the console_scripts entry point (copy the tree's setup.cfg beside cudafix/)" % repo)
     entry = {k.strip(): v.strip() for k, v in (line.split("=", 1) for line in
              cfg["options.entry_points"]["console_scripts"].strip().splitlines())}
     module, func = entry["cudafix"].split(":")
