@@ -1,28 +1,44 @@
 """The extension scan's parts inside one snapshot (warm cache: the env's own cache dir): module
-owners (RECORD / conda-meta lookups), the directory walks, and loading the directory cache.
+owners (RECORD / conda-meta lookups), the directory walks, and the cache files' loads (walks,
+listings, examined files).  Prints the figures of one serial snapshot:
+
     PYTHONPATH=<dir holding cudafix/> <env>/bin/python bench/extension_phases.py
+
+Each part is timed by wrapping the function that the scan calls (cudafix.probes.sections imports
+probe_extensions from its module when the section runs; the scan calls `walk`, `Owners.owner` and
+`cachefile.load` by the names patched here), so a renamed call site fails here (AttributeError)
+instead of printing 0.
 Used for docs/gpu-raw/h200-status-phases-2329.txt (docs/benchmarks.md, issue 23)."""
-import time, sys, os
-from cudafix.probes.pyenv import extensions as E, dirwalk as D, extowners
+import sys
+import time
+
+from cudafix.probes.pyenv import extensions as E, extowners
 from cudafix.probes import take_snapshot
-from cudafix.store import paths
-ot=[0]; wt=[0]; ct=[0]
-oo=extowners.Owners.owner
-def owner(self,*a):
-    t=time.perf_counter(); r=oo(self,*a); ot[0]+=time.perf_counter()-t; return r
-extowners.Owners.owner=owner
-ow=D.walk
-def walk(*a):
-    t=time.perf_counter(); r=list(ow(*a)); wt[0]+=time.perf_counter()-t; return iter(r)
-E.walk=walk
-oc=D.DirCache.__init__
-def init(self,*a):
-    t=time.perf_counter(); oc(self,*a); ct[0]+=time.perf_counter()-t
-D.DirCache.__init__=init
-pe=E.probe_extensions; et=[0]
-def probe(*a, **k):
-    t=time.perf_counter(); r=pe(*a, **k); et[0]+=time.perf_counter()-t; return r
-import cudafix.probes as P
-P.probe_extensions = probe
-t=time.perf_counter(); s=take_snapshot(cache_dir=paths.env_cache_dir(sys.prefix)); tot=time.perf_counter()-t
-print('snapshot %.1f ext %.1f owner %.1f walk %.1f dircache-load %.1f ms'%(tot*1e3, et[0]*1e3, ot[0]*1e3, wt[0]*1e3, ct[0]*1e3), s.extensions.files_seen, len(s.extensions.modules))
+from cudafix.store import cachefile, paths
+
+spent = {"ext": 0.0, "owner": 0.0, "walk": 0.0, "cache-load": 0.0}
+
+
+def timed(part, fn, materialize=False):
+    def wrapper(*a, **k):
+        t = time.perf_counter()
+        try:
+            r = fn(*a, **k)
+            return iter(list(r)) if materialize else r
+        finally:
+            spent[part] += time.perf_counter() - t
+    return wrapper
+
+
+extowners.Owners.owner = timed("owner", extowners.Owners.owner)
+E.walk = timed("walk", E.walk, materialize=True)  # a generator: time its whole iteration
+cachefile.load = timed("cache-load", cachefile.load)
+E.probe_extensions = timed("ext", E.probe_extensions)
+t = time.perf_counter()
+s = take_snapshot(cache_dir=paths.env_cache_dir(sys.prefix))
+total = time.perf_counter() - t
+if spent["ext"] == 0.0:
+    sys.exit("extension_phases: the scan never ran through cudafix.probes.pyenv.extensions.probe_extensions")
+print("snapshot %.1f ext %.1f owner %.1f walk %.1f cache-load %.1f ms (cache loads of every probe)"
+      % (total * 1e3, spent["ext"] * 1e3, spent["owner"] * 1e3, spent["walk"] * 1e3, spent["cache-load"] * 1e3),
+      s.extensions.files_seen, len(s.extensions.modules))

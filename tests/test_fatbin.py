@@ -10,6 +10,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 
 import pytest
 
@@ -213,6 +214,21 @@ def read_self_python() -> str:
     return os.path.realpath("/proc/self/exe")
 
 
+def nobody_python(as_nobody: list) -> str:
+    """An interpreter the user nobody can start: this one where nobody may reach it, else the
+    system's.  A pyenv shim or a venv under /root (mode 700) is not one, and PATH's python3 may
+    be either."""
+    tried = []
+    for python in (os.path.realpath(sys.executable), "/usr/bin/python3"):
+        out = subprocess.run(as_nobody + [python, "-c", "pass"], capture_output=True, text=True, timeout=60)
+        require(not (out.returncode != 0 and "setpriv" in out.stderr), "setpriv unavailable: %s" % out.stderr.strip())
+        if out.returncode == 0:
+            return python
+        tried.append("%s: %s" % (python, out.stderr.strip()[-200:]))
+    require(False, "no python the user nobody can run: " + "; ".join(tried))
+    raise AssertionError("unreachable")
+
+
 def test_unreadable_file(tmp_path, nvcc):
     if os.getuid() == 0:
         # root reads mode-000 files; drop to nobody in a child to see a real EACCES
@@ -221,9 +237,9 @@ def test_unreadable_file(tmp_path, nvcc):
         os.chmod(str(tmp_path), 0o755)
         code = "import sys; sys.path.insert(0, %r); from cudafix.probes.binfmt.fatbin import scan_fatbin; print(scan_fatbin(%r).unknown)" % (
             str(pathlib.Path(__file__).resolve().parent.parent), so)
-        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "python3", "-c", code],
-                             capture_output=True, text=True, timeout=60)
-        require(not (out.returncode != 0 and "setpriv" in out.stderr), "setpriv unavailable: %s" % out.stderr.strip())
+        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        python = nobody_python(as_nobody)
+        out = subprocess.run(as_nobody + [python, "-c", code], capture_output=True, text=True, timeout=60)
         assert "Permission denied" in out.stdout, out.stdout + out.stderr
     else:
         p = tmp_path / "priv.so"
