@@ -218,10 +218,11 @@ def nobody_python(as_nobody: list) -> str:
     """An interpreter the user nobody can start: this one where nobody may reach it, else the
     system's.  A pyenv shim or a venv under /root (mode 700) is not one, and PATH's python3 may
     be either."""
+    require(shutil.which(as_nobody[0]) is not None, "%s unavailable" % as_nobody[0])
     tried = []
     for python in (os.path.realpath(sys.executable), "/usr/bin/python3"):
+        # "setpriv: failed to execute ..." where nobody may not run it: the next one is tried
         out = subprocess.run(as_nobody + [python, "-c", "pass"], capture_output=True, text=True, timeout=60)
-        require(not (out.returncode != 0 and "setpriv" in out.stderr), "setpriv unavailable: %s" % out.stderr.strip())
         if out.returncode == 0:
             return python
         tried.append("%s: %s" % (python, out.stderr.strip()[-200:]))
