@@ -6,8 +6,8 @@ listings, examined files).  Prints the figures of one serial snapshot:
 
 Each part is timed by wrapping the function that the scan calls (cudafix.probes.sections imports
 probe_extensions from its module when the section runs; the scan calls `walk`, `Owners.owner` and
-`cachefile.load` by the names patched here), so a renamed call site fails here (AttributeError)
-instead of printing 0.
+`cachefile.load` by the names patched here): a renamed function fails here (AttributeError), and
+a snapshot whose scan no longer runs through probe_extensions ends in an error, not in a 0.
 Used for docs/gpu-raw/h200-status-phases-2329.txt (docs/benchmarks.md, issue 23)."""
 import sys
 import time
