@@ -11,13 +11,10 @@ Used for docs/benchmarks.md ("Issue 37: what a warm run is made of")."""
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import time
 
 from cudafix import rules
 from cudafix.cli import analysis
-from cudafix.model.snapshot import Snapshot
 from cudafix.plans.planner import plan_or_error
 from cudafix.render import report
 
@@ -27,12 +24,10 @@ def main() -> None:
     ap.add_argument("--example", default="h200-rich-torch2.11-cu130")
     ap.add_argument("-n", type=int, default=6)
     args = ap.parse_args()
-    path = os.path.join(analysis.EXAMPLES_DIR, args.example + ".json")
-    with open(path) as f:
-        doc = json.load(f)
+    opts = {"example": args.example}  # what `cudafix status --example NAME` loads and prints
     print("status's last step on %s, %d rounds (ms)" % (args.example, args.n))
     for i in range(args.n):
-        snap = Snapshot.from_dict(doc["snapshot"] if "snapshot" in doc else doc)
+        snap, origin = analysis.load_snapshot(None, args.example, None)
         t0 = time.perf_counter()
         runs = rules.run(snap, None)
         t1 = time.perf_counter()
@@ -40,8 +35,8 @@ def main() -> None:
         t2 = time.perf_counter()
         analysis._json(report.status_document(snap, runs, plan=plan))
         t3 = time.perf_counter()
-        report.render_status(snap, runs, origin=path, color=False, verbose=False, plan=plan, plan_error=err,
-                             width=report.WIDTH, fix_command="cudafix fix --from " + path)
+        report.render_status(snap, runs, origin=origin, color=False, verbose=False, plan=plan, plan_error=err,
+                             width=report.WIDTH, fix_command=analysis.fix_command(opts))
         t4 = time.perf_counter()
         print("round %d: rules %.1f, plan %.1f, json %.1f, text %.1f" % (
             i + 1, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, (t4 - t3) * 1e3))
