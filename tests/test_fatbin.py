@@ -6,17 +6,18 @@ import collections
 import json
 import os
 import pathlib
+import pwd
 import re
 import shutil
 import struct
 import subprocess
-import sys
 
 import pytest
 
 from cudafix.probes.binfmt import fatbin as fatbin_mod
 from cudafix.probes.binfmt.elf import read_elf
 from cudafix.probes.binfmt.fatbin import scan_fatbin, scan_fatbin_uncached
+from tests import users, worldenv
 from tests.conftest import require, venv_site_packages
 
 KERNEL = "__global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\nextern \"C\" void launch(float *x) { k<<<1, 32>>>(x); }\n"
@@ -214,33 +215,23 @@ def read_self_python() -> str:
     return os.path.realpath("/proc/self/exe")
 
 
-def nobody_python(as_nobody: list) -> str:
-    """An interpreter the user nobody can start: this one where nobody may reach it, else the
-    system's.  A pyenv shim or a venv under /root (mode 700) is not one, and PATH's python3 may
-    be either."""
-    require(shutil.which(as_nobody[0]) is not None, "%s unavailable" % as_nobody[0])
-    tried = []
-    for python in (os.path.realpath(sys.executable), "/usr/bin/python3"):
-        # "setpriv: failed to execute ..." where nobody may not run it: the next one is tried
-        out = subprocess.run(as_nobody + [python, "-c", "pass"], capture_output=True, text=True, timeout=60)
-        if out.returncode == 0:
-            return python
-        tried.append("%s: %s" % (python, out.stderr.strip()[-200:]))
-    require(False, "no python the user nobody can run: " + "; ".join(tried))
-    raise AssertionError("unreachable")
-
-
 def test_unreadable_file(tmp_path, nvcc):
     if os.getuid() == 0:
-        # root reads mode-000 files; drop to nobody in a child to see a real EACCES
-        so = build(nvcc, tmp_path, "priv.so", "-gencode", "arch=compute_80,code=sm_80")
-        os.chmod(so, 0)
-        os.chmod(str(tmp_path), 0o755)
-        code = "import sys; sys.path.insert(0, %r); from cudafix.probes.binfmt.fatbin import scan_fatbin; print(scan_fatbin(%r).unknown)" % (
-            str(pathlib.Path(__file__).resolve().parent.parent), so)
-        as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-        python = nobody_python(as_nobody)
-        out = subprocess.run(as_nobody + [python, "-c", code], capture_output=True, text=True, timeout=60)
+        # root reads mode-000 files; drop to nobody in a child to see a real EACCES.  The file sits in
+        # a directory the user nobody can enter (pytest's tmp_path is under a 0700 one, which would
+        # deny on its own), so the file's mode is what denies.
+        # The system's python: PATH's python3 may be a pyenv shim, which nobody cannot run (tests/users.py).
+        require(shutil.which("setpriv") is not None and os.access(users.SYSTEM_PYTHON, os.X_OK),
+                "setpriv and %s, to read the file as the user nobody" % users.SYSTEM_PYTHON)
+        d = worldenv.world_dir("cfx-fatbin-")
+        try:
+            so = build(nvcc, d, "priv.so", "-gencode", "arch=compute_80,code=sm_80")
+            os.chmod(so, 0)
+            code = "import sys; sys.path.insert(0, %r); from cudafix.probes.binfmt.fatbin import scan_fatbin; print(scan_fatbin(%r).unknown)" % (
+                str(pathlib.Path(__file__).resolve().parent.parent), so)
+            out = users.as_user(pwd.getpwuid(65534), [users.SYSTEM_PYTHON, "-c", code], timeout=60)
+        finally:
+            shutil.rmtree(str(d), ignore_errors=True)
         assert "Permission denied" in out.stdout, out.stdout + out.stderr
     else:
         p = tmp_path / "priv.so"
